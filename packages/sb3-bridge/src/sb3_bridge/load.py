@@ -1,0 +1,130 @@
+"""``load``: an SB3 MlpPolicy checkpoint (PPO / A2C / sb3-contrib TRPO) as a ``jaxrl_agents.Policy``."""
+
+from __future__ import annotations
+
+import os
+
+from .describe import (SB3_TO_JAX_ACTIVATION, find_problems, raise_if_unsupported,
+                       read_checkpoint)
+from .errors import CheckpointError
+from .keymap import convert_state_dict
+
+__all__ = ["load", "resolve_activation"]
+
+
+def resolve_activation(activation: str | None, path=None) -> str | None:
+    """Normalise a user-given activation to SB3's class name (``"relu"`` / ``"ReLU"`` -> ``"ReLU"``).
+
+    Returns ``None`` for ``None``. Raises ``ValueError`` naming the accepted names otherwise.
+    """
+    if activation is None:
+        return None
+    by_lower = {k.lower(): k for k in SB3_TO_JAX_ACTIVATION}
+    by_lower.update({v: k for k, v in SB3_TO_JAX_ACTIVATION.items()})
+    key = str(activation).replace("torch.nn.", "").lower()
+    if key not in by_lower:
+        raise ValueError(f"activation: expected one of {sorted(set(by_lower))} (or None to read it "
+                         f"from the checkpoint), got {activation!r}")
+    return by_lower[key]
+
+
+def load(path, *, activation: str | None = None):
+    """Load an SB3 checkpoint as a ``jaxrl_agents.Policy``, without torch and without unpickling code.
+
+    Supported: ``MlpPolicy`` (``ActorCriticPolicy``) checkpoints of PPO, A2C and sb3-contrib TRPO,
+    1-D Box observations, Box actions (diagonal Gaussian with state-independent ``log_std``) or
+    Discrete actions, separate actor/critic MLPs of equal widths, activations Tanh / ReLU /
+    LeakyReLU / GELU.
+
+    Network sizes come from the weights; the activation from the readable class name in ``data``
+    (SB3's default Tanh when ``policy_kwargs`` has none). Kernels are the torch weights transposed,
+    (out, in) -> (in, out), bit-identical float32.
+
+    Args:
+        path: the ``.zip`` written by ``model.save``.
+        activation: override the activation (``"tanh"``, ``"relu"``, ``"ReLU"``...). Only for
+            checkpoints whose ``data`` lost the information; a wrong value silently gives a different
+            policy, which is why the default reads it from the file.
+
+    Returns:
+        ``jaxrl_agents.Policy`` whose ``act(obs)`` (obs: (28,) or (B, 28) for the gate env; generally
+        (obs_dim,) / (B, obs_dim)) returns the Gaussian mean, unclipped, (act_dim,) float32, or the
+        arg-max action (int32) for Discrete; ``value(obs)`` the critic. ``policy.metadata`` records the
+        source (``"source": "sb3"``, algorithm, sb3 version, file, timesteps, action bounds).
+
+    Raises:
+        CheckpointError: missing file, not a zip, truncated zip, missing ``data`` / ``policy.pth``,
+            malformed JSON, missing or unexpected tensors, wrong shapes, non-finite weights. The
+            message names the file and the member.
+        UnsafeCheckpointError: ``policy.pth`` references a global outside the allow-list; nothing
+            from the file was executed.
+        UnsupportedCheckpointError: another algorithm, CNN / dict observations, shared layers, gSDE,
+            ...: names what was found and what is supported.
+    """
+    # jaxrl-agents (and with it jax) is imported here, not at package import, so `inspect` and the
+    # CLI's help stay fast and usable where only numpy is installed.
+    from jaxrl_agents.networks import ACTIVATIONS, ActorCritic
+    from jaxrl_agents.policy import Policy
+
+    override = resolve_activation(activation, path)
+    summary, state, version = read_checkpoint(path)
+    raise_if_unsupported(path, find_problems(summary, state, override))
+    discrete = summary.action_space.kind == "Discrete"
+    weights = convert_state_dict(state, discrete=discrete, path=path)
+
+    obs_space, act_space = summary.observation_space, summary.action_space
+    # Cross-check data against the weights: a mismatch means the members come from different models.
+    if obs_space.shape and obs_space.shape != (weights.obs_dim,):
+        raise CheckpointError(path, "policy.pth", f"the first layer takes {weights.obs_dim} inputs but "
+                              f"data's observation_space has shape {list(obs_space.shape)}")
+    if discrete:
+        if act_space.n is not None and act_space.n != weights.act_dim:
+            raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
+                                  f"data's action_space is Discrete({act_space.n})")
+    else:
+        n_act = 1
+        for s in act_space.shape:
+            n_act *= s
+        if act_space.shape and n_act != weights.act_dim:
+            raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
+                                  f"data's action_space has shape {list(act_space.shape)}")
+    declared = summary.net_arch
+    if declared is not None and "unreadable" not in declared and (
+            tuple(declared["pi"]) != weights.pi_hidden or tuple(declared["vf"]) != weights.vf_hidden):
+        raise CheckpointError(path, "policy.pth", f"weights have pi={list(weights.pi_hidden)}, "
+                              f"vf={list(weights.vf_hidden)} but data declares net_arch {declared}")
+
+    sb3_activation = override or summary.activation
+    jax_activation = SB3_TO_JAX_ACTIVATION[sb3_activation]
+    if jax_activation not in ACTIVATIONS:  # jaxrl-agents dropped one we map to
+        raise CheckpointError(path, "data", f"activation {sb3_activation} maps to {jax_activation!r}, "
+                              f"which jaxrl-agents does not provide ({sorted(ACTIVATIONS)})")
+    model = ActorCritic(
+        obs_dim=weights.obs_dim,
+        action_kind="categorical" if discrete else "gaussian",
+        action_shape=(weights.act_dim,),
+        hidden=weights.pi_hidden,
+        activation=jax_activation,
+    )
+
+    def net(layers):
+        return {f"dense_{i}": {"kernel": k, "bias": b} for i, (k, b) in enumerate(layers)}
+
+    actor = {"net": net(weights.actor)}
+    if weights.log_std is not None:
+        actor["log_std"] = weights.log_std
+    params = {"actor": actor, "critic": {"net": net(weights.critic)}}
+    metadata = {
+        "source": "sb3",
+        "algorithm": summary.algorithm,
+        "sb3_version": version,
+        "checkpoint": os.path.abspath(os.fspath(path)),
+        "num_timesteps": summary.num_timesteps,
+        "activation": sb3_activation,
+        "activation_source": "argument" if override else summary.activation_source,
+        "action_space": {"kind": act_space.kind, "shape": list(act_space.shape), "n": act_space.n,
+                         "low": act_space.low, "high": act_space.high},
+        "observation_space": {"kind": obs_space.kind, "shape": list(obs_space.shape),
+                              "low": obs_space.low, "high": obs_space.high},
+    }
+    return Policy(model, params, metadata)

@@ -1,0 +1,242 @@
+"""Read a torch ``state_dict`` file (what SB3 writes as ``policy.pth``) into numpy, without torch,
+and without running any code from the file.
+
+Format (torch >= 1.6 "zipfile" serialization, the only one SB3 2.x writes): a zip whose members all
+sit under one folder (``archive/`` when written to a stream, as SB3 does):
+
+- ``<prefix>/data.pkl``: a pickle of the state_dict. Tensors are pickled as
+  ``torch._utils._rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, hooks)``
+  where ``storage`` is a *persistent id* ``("storage", torch.FloatStorage, key, location, numel)``.
+- ``<prefix>/data/<key>``: the raw bytes of storage ``key``, ``numel`` elements.
+- ``<prefix>/byteorder``: ``"little"`` or ``"big"`` (absent in old files: little).
+
+The pickle is read with an allow-list ``Unpickler``: ``find_class`` returns our own stand-ins for
+exactly the globals a state_dict needs and raises ``UnsafeCheckpointError`` for anything else, before
+the name is imported. That is the same policy as ``torch.load(weights_only=True)``, minus torch.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+import zlib
+from collections import OrderedDict
+
+import numpy as np
+
+from .errors import CheckpointError, UnsafeCheckpointError, UnsupportedCheckpointError
+
+__all__ = ["read_state_dict", "ALLOWED_GLOBALS"]
+
+# torch storage class name -> numpy dtype (byte order applied later). bfloat16 has no numpy dtype:
+# it is read as uint16 and widened exactly to float32 (bfloat16 is the top half of a float32).
+_STORAGE_DTYPES = {
+    "FloatStorage": "f4",
+    "DoubleStorage": "f8",
+    "HalfStorage": "f2",
+    "BFloat16Storage": "bf16",
+    "LongStorage": "i8",
+    "IntStorage": "i4",
+    "ShortStorage": "i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "b1",
+}
+
+#: Every global the reader accepts, as ``(module, name)``. Anything else is rejected.
+ALLOWED_GLOBALS = frozenset(
+    {("collections", "OrderedDict"),
+     ("torch._utils", "_rebuild_tensor_v2"),
+     ("torch._utils", "_rebuild_parameter")}
+    | {("torch", name) for name in _STORAGE_DTYPES}
+)
+
+
+class _StorageType:
+    """Stand-in for ``torch.FloatStorage`` etc.: carries only the element type."""
+
+    __slots__ = ("name", "code")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.code = _STORAGE_DTYPES[name]
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+class _Storage:
+    """A storage read from ``<prefix>/data/<key>``: a flat numpy array."""
+
+    __slots__ = ("array", "key")
+
+    def __init__(self, array: np.ndarray, key: str):
+        self.array = array
+        self.key = key
+
+
+def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDict[str, np.ndarray]":
+    """Parse a torch-saved state_dict without torch.
+
+    Args:
+        blob: the bytes of the ``.pth`` member.
+        path: the checkpoint path, for error messages.
+        member: the member name of ``blob`` inside the checkpoint, for error messages.
+
+    Returns:
+        ``OrderedDict`` of parameter name -> ``np.ndarray`` (a copy, C-contiguous, dtype of the
+        storage; bfloat16 widened to float32), in the order torch saved them.
+
+    Raises:
+        UnsafeCheckpointError: the pickle references a global outside ``ALLOWED_GLOBALS``.
+        UnsupportedCheckpointError: legacy (pre-zip) torch serialization.
+        CheckpointError: any structural problem (missing storage, wrong sizes, not a state_dict).
+    """
+    if blob[:4] != b"PK\x03\x04":
+        if blob[:1] == b"\x80":
+            raise UnsupportedCheckpointError(
+                path, member, "legacy (non-zip) torch serialization, written by torch < 1.6 or with "
+                "_use_new_zipfile_serialization=False; supported: the zip format SB3 2.x writes. "
+                "Re-save the model with a current SB3/torch.")
+        raise CheckpointError(path, member, f"not a torch zip archive (first bytes {blob[:4]!r})")
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(blob))
+    except zipfile.BadZipFile as exc:
+        raise CheckpointError(path, member, f"truncated or corrupt torch archive ({exc})") from None
+    with zf:
+        names = zf.namelist()
+        pkl = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
+        if len(pkl) != 1:
+            raise CheckpointError(path, member, f"expected exactly one '<prefix>/data.pkl' in the torch "
+                                  f"archive, found {pkl or 'none'} among {len(names)} entries")
+        prefix = pkl[0][: -len("data.pkl")]
+        byteorder = "little"
+        if prefix + "byteorder" in names:
+            byteorder = _read(zf, path, member, prefix + "byteorder").decode("ascii", "replace").strip()
+            if byteorder not in ("little", "big"):
+                raise CheckpointError(path, f"{member}:{prefix}byteorder", f"unknown byte order {byteorder!r}")
+        unpickler = _StateDictUnpickler(
+            io.BytesIO(_read(zf, path, member, pkl[0])), zf=zf, prefix=prefix, byteorder=byteorder,
+            path=path, member=member)
+        try:
+            obj = unpickler.load()
+        except CheckpointError:
+            raise
+        except Exception as exc:  # malformed pickle opcodes, wrong argument types, ...
+            raise CheckpointError(path, f"{member}:{pkl[0]}",
+                                  f"malformed state_dict pickle ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(path, f"{member}:{pkl[0]}",
+                              f"expected a state_dict (a dict of tensors), found {type(obj).__name__}")
+    out: OrderedDict[str, np.ndarray] = OrderedDict()
+    for key, value in obj.items():
+        if not isinstance(key, str) or not isinstance(value, np.ndarray):
+            raise CheckpointError(path, f"{member}:{pkl[0]}", f"state_dict entry {key!r} is a "
+                                  f"{type(value).__name__}, expected a tensor")
+        out[key] = value
+    return out
+
+
+def _read(zf: zipfile.ZipFile, path, member: str, name: str) -> bytes:
+    try:
+        return zf.read(name)
+    except KeyError:
+        raise CheckpointError(path, f"{member}:{name}", "entry missing from the torch archive") from None
+    except (zipfile.BadZipFile, EOFError, zlib.error, ValueError) as exc:
+        raise CheckpointError(path, f"{member}:{name}", f"cannot read entry ({exc})") from None
+
+
+class _StateDictUnpickler(pickle.Unpickler):
+    """Unpickler that knows only state_dict globals; storages come from the enclosing archive."""
+
+    def __init__(self, file, *, zf, prefix, byteorder, path, member):
+        super().__init__(file)
+        self._zf = zf
+        self._prefix = prefix
+        self._order = "<" if byteorder == "little" else ">"
+        self._path = path
+        self._member = member
+        self._storages: dict[str, _Storage] = {}
+
+    def find_class(self, module, name):
+        # Checked before anything is imported: a rejected name never reaches importlib/getattr.
+        if (module, name) not in ALLOWED_GLOBALS:
+            raise UnsafeCheckpointError(
+                self._path, f"{self._member}:{self._prefix}data.pkl",
+                f"refusing to unpickle global '{module}.{name}': a state_dict only needs "
+                f"{sorted(f'{m}.{n}' for m, n in ALLOWED_GLOBALS)}. The file may be malicious or not "
+                f"a plain state_dict; nothing from it was executed.")
+        if (module, name) == ("collections", "OrderedDict"):
+            return OrderedDict
+        if name == "_rebuild_tensor_v2":
+            return self._rebuild_tensor_v2
+        if name == "_rebuild_parameter":
+            return _rebuild_parameter
+        return _StorageType(name)
+
+    def persistent_load(self, pid):
+        where = f"{self._member}:{self._prefix}data.pkl"
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise CheckpointError(self._path, where, f"unexpected persistent id {pid!r:.200}")
+        _, stype, key, _location, numel = pid
+        if not isinstance(stype, _StorageType) or not isinstance(key, str) or type(numel) is not int \
+                or numel < 0:
+            raise CheckpointError(self._path, where, f"malformed storage reference {pid!r:.200}")
+        if key in self._storages:
+            return self._storages[key]
+        entry = f"{self._prefix}data/{key}"
+        raw = _read(self._zf, self._path, self._member, entry)
+        code = stype.code
+        itemsize = {"bf16": 2, "b1": 1}.get(code) or np.dtype(code).itemsize
+        if len(raw) != numel * itemsize:
+            raise CheckpointError(self._path, f"{self._member}:{entry}",
+                                  f"storage holds {len(raw)} bytes, expected {numel} x {itemsize} "
+                                  f"({stype}); the archive is truncated or corrupt")
+        if code == "bf16":
+            bits = np.frombuffer(raw, dtype=self._order + "u2").astype(np.uint32) << 16
+            array = bits.view(np.float32)
+        elif code == "b1":
+            array = np.frombuffer(raw, dtype=np.bool_)
+        else:
+            array = np.frombuffer(raw, dtype=self._order + code)
+        storage = _Storage(array, key)
+        self._storages[key] = storage
+        return storage
+
+    def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
+                           backward_hooks=None, metadata=None):
+        where = f"{self._member}:{self._prefix}data.pkl"
+        if not isinstance(storage, _Storage):
+            raise CheckpointError(self._path, where, "tensor without a storage")
+        ok = (type(storage_offset) is int and storage_offset >= 0
+              and isinstance(size, tuple) and isinstance(stride, tuple) and len(size) == len(stride)
+              and all(type(v) is int and v >= 0 for v in size + stride))
+        if not ok:
+            raise CheckpointError(self._path, where, f"malformed tensor (offset={storage_offset!r:.50}, "
+                                  f"size={size!r:.80}, stride={stride!r:.80})")
+        base = storage.array
+        n = int(np.prod(size, dtype=np.int64))
+        if n > base.size:
+            # A state_dict never broadcasts (stride 0); refusing keeps a crafted size from
+            # allocating far more memory than the file holds.
+            raise CheckpointError(self._path, f"{self._member}:{self._prefix}data/{storage.key}",
+                                  f"tensor of size {size} has {n} elements, more than its storage "
+                                  f"({base.size})")
+        if n:
+            last = storage_offset + sum((s - 1) * st for s, st in zip(size, stride))
+            if last >= base.size:
+                raise CheckpointError(
+                    self._path, f"{self._member}:{self._prefix}data/{storage.key}",
+                    f"tensor of size {size} with stride {stride} at offset {storage_offset} reaches "
+                    f"element {last}, but the storage has only {base.size} elements")
+            view = np.lib.stride_tricks.as_strided(
+                base[storage_offset:], shape=size,
+                strides=tuple(st * base.itemsize for st in stride), writeable=False)
+            return np.array(view, order="C")  # own the memory: the archive bytes go away
+        return np.zeros(size, dtype=base.dtype)
+
+
+def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
+    # nn.Parameter wraps a tensor; numpy has no such distinction.
+    return data
