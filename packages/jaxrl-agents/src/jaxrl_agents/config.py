@@ -1,0 +1,134 @@
+"""Validated, hashable algorithm configurations.
+
+Each algorithm config is a frozen dataclass (hashable, so it can key the compilation cache and be a
+static argument of `jit`). Every field carries a ``check`` (how it is validated) and a ``help`` string
+(used by the CLI) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
+compiled, and raises ValueError naming the field, what was expected and what arrived.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from .networks import ACTIVATIONS
+
+__all__ = ["AlgoConfig", "cfg_field"]
+
+
+def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
+    """A dataclass field with a validation rule and a CLI help string.
+
+    ``check`` is one of: "pos_int", "nonneg_int", "pos_float", "nonneg_float", "unit_interval"
+    (0 < x <= 1), "open_unit" (0 < x < 1), "activation", "hidden", "bool".
+    """
+    return dataclasses.field(default=default, metadata={"check": check, "help": help})
+
+
+def _fail(name, expected, got):
+    raise ValueError(f"{name}: expected {expected}, got {got!r}")
+
+
+def _check_value(name: str, check: str, value: Any) -> Any:
+    """Validate one field and return its normalised value."""
+    if check in ("pos_int", "nonneg_int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                _fail(name, "an integer", value)
+        if value <= 0 and check == "pos_int":
+            _fail(name, "a positive integer", value)
+        if value < 0:
+            _fail(name, "a non-negative integer", value)
+        return int(value)
+    if check in ("pos_float", "nonneg_float", "unit_interval", "open_unit"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(name, "a number", value)
+        value = float(value)
+        if math.isnan(value):
+            _fail(name, "a number, not NaN", value)
+        if check == "pos_float" and not value > 0:
+            _fail(name, "a positive number", value)
+        if check == "nonneg_float" and not value >= 0:
+            _fail(name, "a non-negative number", value)
+        if check == "unit_interval" and not 0 < value <= 1:
+            _fail(name, "a number in (0, 1]", value)
+        if check == "open_unit" and not 0 < value < 1:
+            _fail(name, "a number in (0, 1)", value)
+        return value
+    if check == "activation":
+        if value not in ACTIVATIONS:
+            _fail(name, f"one of {sorted(ACTIVATIONS)}", value)
+        return value
+    if check == "hidden":
+        if isinstance(value, int):
+            value = (value,)
+        try:
+            value = tuple(value)
+        except TypeError:
+            _fail(name, "a sequence of positive layer widths", value)
+        if not value or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in value):
+            _fail(name, "a non-empty sequence of positive integer layer widths", value)
+        return value
+    if check == "bool":
+        if not isinstance(value, bool):
+            _fail(name, "True or False", value)
+        return value
+    raise AssertionError(f"unknown check {check!r} for field {name}")  # programming error
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoConfig:
+    """Fields shared by every on-policy algorithm. Subclasses add theirs and `_check_consistency`."""
+
+    n_envs: int = cfg_field(64, "pos_int", "parallel environments")
+    n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")
+    total_steps: int = cfg_field(20_000_000, "pos_int",
+                                 "environment steps to train for (rounded down to whole updates)")
+    gamma: float = cfg_field(0.99, "unit_interval", "discount factor")
+    gae_lambda: float = cfg_field(0.95, "unit_interval", "GAE lambda")
+    lr: float = cfg_field(3e-4, "pos_float", "initial learning rate")
+    lr_decay: float = cfg_field(10**0.4, "nonneg_float",
+                                "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
+    adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
+    hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
+    activation: str = cfg_field("tanh", "activation", "hidden activation")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _check_value(f.name, f.metadata["check"],
+                                                          getattr(self, f.name)))
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        if self.total_steps < self.rollout_size:
+            raise ValueError(
+                f"total_steps: expected at least one update of n_envs * n_steps = "
+                f"{self.rollout_size} steps, got {self.total_steps}; raise total_steps or lower "
+                f"n_envs/n_steps")
+
+    @property
+    def rollout_size(self) -> int:
+        """Environment steps per update (n_envs * n_steps)."""
+        return self.n_envs * self.n_steps
+
+    @property
+    def n_updates(self) -> int:
+        """Number of updates: total_steps // rollout_size."""
+        return self.total_steps // self.rollout_size
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build from a dict (e.g. config.json), rejecting unknown keys with a clear message."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
+        return cls(**d)

@@ -1,0 +1,86 @@
+"""Collecting on-policy experience: `lax.scan` over the vmapped auto-resetting environment step."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Transition", "collect", "flatten_time_env", "rollout_stats"]
+
+
+class Transition(NamedTuple):
+    """One step of every environment; in a rollout each leaf has leading axes (T, N).
+
+    Attributes:
+        obs: (T, N, obs_dim) observation the action was taken in.
+        action: (T, N, *action_shape) unclipped sampled action.
+        logp: (T, N) log-probability of `action` at collection time.
+        value: (T, N) V(obs) at collection time.
+        reward: (T, N) float32 reward, with the truncation bootstrap added.
+        done: (T, N) bool, episode ended at this step (terminated or truncated).
+        info: the environment's info dict without ``final_obs``; leaves (T, N, ...).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    logp: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    info: dict
+
+
+def collect(model, env, env_params, params, env_state, obs, key, n_steps: int, gamma: float):
+    """Roll the current policy out for `n_steps` in every environment.
+
+    Truncation bootstrap (Stable-Baselines3 behaviour): when an episode is cut short (truncated and
+    not terminated) the reward of that step gets + gamma * V(final_obs), the value of the last
+    observation of the cut episode, instead of treating the lost future as zero.
+
+    Args:
+        model: `ActorCritic`.
+        env: functional environment (docs/contracts.md).
+        env_params: environment parameter pytree (shared by all N environments).
+        params: network parameters ``{"actor", "critic"}``.
+        env_state: (N, ...) batched environment state.
+        obs: (N, obs_dim) current observations.
+        key: PRNG key.
+        n_steps: T, steps per environment.
+        gamma: discount of the bootstrap.
+
+    Returns:
+        ((env_state, obs, key) after the rollout, Transition with leaves (T, N, ...)).
+    """
+    v_step = jax.vmap(env.step_autoreset, in_axes=(0, 0, 0, None))
+
+    def body(carry, _):
+        env_state, obs, key = carry
+        key, k_act, k_env = jax.random.split(key, 3)
+        action, logp = model.sample(params["actor"], obs, k_act)
+        value = model.value(params["critic"], obs)
+        n = obs.shape[0]
+        next_obs, env_state, reward, term, trunc, info = v_step(
+            jax.random.split(k_env, n), env_state, action, env_params)
+        info = dict(info)
+        final_obs = info.pop("final_obs")
+        bootstrap = model.value(params["critic"], final_obs)
+        reward = reward.astype(jnp.float32) + gamma * bootstrap * (trunc & ~term)
+        tr = Transition(obs, action, logp, value, reward, term | trunc, info)
+        return (env_state, next_obs, key), tr
+
+    return jax.lax.scan(body, (env_state, obs, key), None, length=n_steps)
+
+
+def flatten_time_env(x: jax.Array) -> jax.Array:
+    """(T, N, ...) -> (T * N, ...)."""
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def rollout_stats(traj: Transition) -> dict[str, Any]:
+    """Scalar diagnostics of a rollout: mean_reward, frac_done and, when the env reports J_T, min_JT."""
+    stats = {"mean_reward": traj.reward.mean(), "frac_done": traj.done.astype(jnp.float32).mean()}
+    if "JT" in traj.info:
+        stats["min_JT"] = traj.info["JT"].min()
+    return stats

@@ -1,0 +1,48 @@
+"""The train state every on-policy algorithm carries from one update to the next."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["TrainState", "init_train_state"]
+
+
+class TrainState(NamedTuple):
+    """Everything an update needs; a pytree, so it vmaps over seeds and checkpoints leaf by leaf.
+
+    Attributes:
+        params: network parameters ``{"actor", "critic"}`` (float32).
+        opt_state: optimiser state (optax pytree).
+        env_state: (n_envs, ...) environment states.
+        obs: (n_envs, obs_dim) current observations.
+        key: PRNG key (raw uint32 (2,), so it saves as a plain array).
+        update: int32 scalar, number of updates done.
+    """
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array
+    key: jax.Array
+    update: jax.Array
+
+
+def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, opt_init) -> TrainState:
+    """Fresh state: the seed key splits into (network, environments, training) keys.
+
+    Args:
+        seed_key: ``jax.random.PRNGKey(seed)``.
+        model: `ActorCritic`.
+        env: functional environment.
+        env_params: parameters the training environments are reset with.
+        n_envs: number of parallel environments.
+        opt_init: params -> optimiser state (the algorithm decides what it optimises).
+    """
+    k_net, k_env, key = jax.random.split(seed_key, 3)
+    params = model.init(k_net)
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, n_envs),
+                                                           env_params)
+    return TrainState(params, opt_init(params), env_state, obs, key, jnp.zeros((), jnp.int32))
