@@ -6,9 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CHECKPOINTS = ("ppo_box", "ppo_discrete", "a2c_box", "trpo_box")
+from sb3_craft import FIXTURES
 
 
 @pytest.fixture(scope="session")

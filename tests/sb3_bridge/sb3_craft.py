@@ -13,7 +13,13 @@ import json
 import struct
 import zipfile
 
+from pathlib import Path
+
 import numpy as np
+
+#: The committed checkpoints (see fixtures/regenerate.py).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CHECKPOINTS = ("ppo_box", "ppo_discrete", "a2c_box", "trpo_box")
 
 _DTYPE_TO_STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
                      "int64": "LongStorage", "int32": "IntStorage", "uint8": "ByteStorage",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import CHECKPOINTS
+from sb3_craft import CHECKPOINTS, FIXTURES
 
 import sb3_bridge
 
@@ -13,7 +13,6 @@ ATOL = 1e-5
 
 @pytest.fixture(scope="module")
 def policies(request):
-    from conftest import FIXTURES
     return {name: sb3_bridge.load(FIXTURES / f"{name}.zip") for name in CHECKPOINTS}
 
 
@@ -50,7 +49,6 @@ def test_single_observation_shape(policies, expected):
 def test_kernels_are_transposed_weights_bit_for_bit(policies):
     from sb3_bridge.archive import read_members
     from sb3_bridge.torch_archive import read_state_dict
-    from conftest import FIXTURES
     path = FIXTURES / "trpo_box.zip"
     state = read_state_dict(read_members(path, ("policy.pth",))["policy.pth"], path)
     params = policies["trpo_box"].params
