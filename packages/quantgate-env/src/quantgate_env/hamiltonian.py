@@ -82,15 +82,18 @@ def full_drift_hamiltonian(device: DeviceParams) -> jnp.ndarray:
     Returns:
         (27, 27) float array.
     """
+    # Constant operators take the dtype of the parameters, so the same code traces in float64
+    # (the default) or in float32 (only to measure the float32 error, spec 1.5).
+    dtype = jnp.result_type(float)
     omegas = (device.omega_q[0], device.omega_q[1], device.omega_c)
     alphas = (device.alpha_q[0], device.alpha_q[1], device.alpha_c)
-    h = 0.0
+    h = jnp.zeros((27, 27), dtype=dtype)
     for mode in range(3):
-        h = h + _TWO_PI * (omegas[mode] - device.omega_r) * _NUMBER[mode]
-        h = h + np.pi * alphas[mode] * _KERR[mode]
+        h = h + _TWO_PI * (omegas[mode] - device.omega_r) * jnp.asarray(_NUMBER[mode], dtype)
+        h = h + np.pi * alphas[mode] * jnp.asarray(_KERR[mode], dtype)
     for j in range(2):
-        h = h + _TWO_PI * device.g[j] * _EXCHANGE[j]
-    return jnp.asarray(h)
+        h = h + _TWO_PI * device.g[j] * jnp.asarray(_EXCHANGE[j], dtype)
+    return h
 
 
 def full_control_hamiltonian() -> np.ndarray:

@@ -249,12 +249,11 @@ def gate_metrics(gate, *, physical: bool = False) -> dict[str, float | np.ndarra
     if gate.shape != (4, 4) or not np.all(np.isfinite(gate)):
         raise ValueError(f"gate: expected a finite (4, 4) complex array, got shape {gate.shape}")
     realised = gate.conj().T if physical else gate
-    coords = weyl_coordinates(realised)
-    conc = float(concurrence(jnp.asarray(coords)))
-    unit = float(np.sum(np.abs(realised) ** 2) / 4.0)
-    phys = realised.conj().T
-    coeffs = (SQRT_ISWAP.conj() * phys).reshape(-1)
-    with jax.enable_x64(True):
+    with jax.enable_x64(True):  # scoped: the caller's JAX precision setting is left alone
+        coords = weyl_coordinates(realised)
+        conc = float(concurrence(jnp.asarray(coords)))
+        unit = float(np.sum(np.abs(realised) ** 2) / 4.0)
+        coeffs = (SQRT_ISWAP.conj() * realised.conj().T).reshape(-1)
         best = float(_maximise_phase_trace(jnp.asarray(coeffs), _general_exponents()))
     return {
         "weyl": coords,

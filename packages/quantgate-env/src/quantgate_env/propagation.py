@@ -78,8 +78,9 @@ class TaylorPlan(NamedTuple):
 
 def initial_sector_state() -> SectorState:
     """The identity propagator: |010>, |100> and |110> map to themselves."""
-    psi1 = jnp.zeros((3, 2), dtype=jnp.complex128).at[1, 0].set(1.0).at[2, 1].set(1.0)
-    psi2 = jnp.zeros((6,), dtype=jnp.complex128).at[4].set(1.0)
+    dtype = jnp.result_type(complex)  # complex128 under x64 (always, for the physics)
+    psi1 = jnp.zeros((3, 2), dtype=dtype).at[1, 0].set(1.0).at[2, 1].set(1.0)
+    psi2 = jnp.zeros((6,), dtype=dtype).at[4].set(1.0)
     return SectorState(psi1, psi2)
 
 
