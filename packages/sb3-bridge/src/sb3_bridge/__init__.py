@@ -10,12 +10,15 @@ Public API:
 - ``evaluate(policy, env, ...)``: deterministic episodes and the trainer's summary.
 - ``CheckpointError``, ``UnsafeCheckpointError``, ``UnsupportedCheckpointError``.
 
-Importing the package imports neither torch, SB3 nor jax; ``load`` imports jaxrl-agents (jax).
+Importing the package imports neither torch, SB3 nor jax: ``load`` and ``evaluate`` import
+jaxrl-agents (jax) when called, ``export`` torch and SB3.
 """
 
 from .describe import CheckpointInfo, inspect
 from .errors import CheckpointError, UnsafeCheckpointError, UnsupportedCheckpointError
+from .evaluation import evaluate
 from .load import load
+from .sb3_export import export
 
 __version__ = "0.1.0"
 
@@ -30,13 +33,3 @@ __all__ = [
     "UnsupportedCheckpointError",
 ]
 
-
-def __getattr__(name):
-    # Lazy: export needs torch/SB3, evaluate needs jax/gymnasium; neither is paid for by `inspect`.
-    if name == "export":
-        from .export import export
-        return export
-    if name == "evaluate":
-        from .evaluate import evaluate
-        return evaluate
-    raise AttributeError(f"module 'sb3_bridge' has no attribute {name!r}")

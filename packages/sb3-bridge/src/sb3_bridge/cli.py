@@ -1,0 +1,142 @@
+"""The ``sb3-bridge`` command: ``inspect`` a checkpoint, ``evaluate`` it deterministically, ``export``
+a jaxrl-agents policy back to SB3.
+
+    sb3-bridge inspect MODEL.zip
+    sb3-bridge evaluate MODEL.zip [--env MODULE:FACTORY | GYM_ID] [--env-option K=V ...]
+                                  [--episodes N] [--seed S] [--activation NAME] [--out DIR]
+    sb3-bridge export POLICY_DIR OUT.zip [--algo ppo|a2c|trpo]
+
+``evaluate`` prints the trainer's evaluation line per episode (return, best J_T and its time, first
+perfect entangler, 1 - U at the best step) and with ``--out`` writes ``evals.npz`` (the trainer's
+layout), ``summary.json`` and, when the environment reports its pulse, ``pulse.csv`` in the paper's
+format (``pulse_<i>.csv`` for episode i when N > 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+from .errors import CheckpointError
+
+DEFAULT_ENV = "quantgate_env:make"
+
+
+def _parse_options(items):
+    from jaxrl_agents.envs import parse_env_options
+    return parse_env_options(items)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sb3-bridge", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="describe an SB3 checkpoint without building it")
+    p.add_argument("model", help="SB3 .zip written by model.save")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
+
+    p = sub.add_parser("evaluate", help="run deterministic episodes of an SB3 checkpoint in JAX")
+    p.add_argument("model", help="SB3 .zip written by model.save")
+    p.add_argument("--env", default=DEFAULT_ENV,
+                   help="'module:factory' (functional JAX env) or a Gymnasium id (default %(default)s, "
+                        "evaluated on its nominal device)")
+    p.add_argument("--env-option", action="append", default=[], metavar="K=V",
+                   help="environment option (VALUE parsed as JSON when possible); repeatable")
+    p.add_argument("--episodes", type=int, default=1, help="deterministic episodes (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="reset seed / PRNG seed (default 0)")
+    p.add_argument("--activation", default=None,
+                   help="override the activation read from the checkpoint (tanh, relu, ...)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write evals.npz, summary.json and pulse.csv into DIR")
+
+    p = sub.add_parser("export", help="write a jaxrl-agents policy directory as an SB3 .zip (needs torch)")
+    p.add_argument("policy", help="policy directory (policy.json + params.npz) or a jaxrl-train run directory")
+    p.add_argument("out", help="output .zip")
+    p.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "trpo"))
+    return parser
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _evaluate(args) -> int:
+    from . import evaluation
+    from .load import load
+    from jaxrl_agents.evaluation import format_eval_line
+
+    policy = load(args.model, activation=args.activation)
+    options = _parse_options(args.env_option)
+    meta = policy.metadata
+    print(f"{args.model}: {meta['algorithm']} ({meta['activation']}, hidden {list(policy.model.hidden)}), "
+          f"trained {meta.get('num_timesteps')} steps; env {args.env} {options or ''}".rstrip())
+    start = time.perf_counter()
+    episodes = evaluation.evaluate(policy, args.env, env_options=options, episodes=args.episodes,
+                                   seed=args.seed)
+    wall = time.perf_counter() - start
+    step = int(meta.get("num_timesteps") or 0)
+    summaries = []
+    for ep in episodes:
+        summary = evaluation.summarize(ep)
+        summaries.append(summary)
+        print(format_eval_line(step, wall, summary))
+    if len(summaries) > 1:
+        print("mean   " + "  ".join(f"{k}={_fmt(sum(s[k] for s in summaries) / len(summaries))}"
+                                    for k in summaries[0]))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        evaluation.write_evals(os.path.join(args.out, "evals.npz"), episodes, step=step)
+        with open(os.path.join(args.out, "summary.json"), "w") as fh:
+            json.dump({"model": os.path.abspath(args.model), "env": args.env, "env_options": options,
+                       "seed": args.seed, "episodes": summaries}, fh, indent=2, default=float)
+        written = ["evals.npz", "summary.json"]
+        if "amps" in episodes[0]:
+            for i, ep in enumerate(episodes):
+                name = "pulse.csv" if len(episodes) == 1 else f"pulse_{i}.csv"
+                amps, dt = evaluation.episode_pulse(ep)
+                evaluation.write_pulse_csv(os.path.join(args.out, name), amps, dt)
+                written.append(name)
+        print(f"wrote {', '.join(written)} to {args.out}")
+    return 0
+
+
+def _inspect(args) -> int:
+    from .describe import inspect
+    info = inspect(args.model)
+    if args.json:
+        import dataclasses
+        d = dataclasses.asdict(info)
+        d["supported"] = info.supported
+        print(json.dumps(d, indent=2, default=str))
+    else:
+        print(info.summary())
+    return 0 if info.supported else 3
+
+
+def _export(args) -> int:
+    from jaxrl_agents.policy import load_policy
+    from .sb3_export import export
+    path = export(load_policy(args.policy), args.out, algo=args.algo)
+    print(f"wrote {path} (load with {'sb3_contrib.TRPO' if args.algo == 'trpo' else 'stable_baselines3.' + args.algo.upper()}.load)")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``sb3-bridge`` console script. Returns the exit code: 0 ok, 2 bad
+    arguments or checkpoint, 3 ``inspect`` of an unsupported checkpoint."""
+    args = build_parser().parse_args(argv)
+    try:
+        return {"inspect": _inspect, "evaluate": _evaluate, "export": _export}[args.command](args)
+    except (CheckpointError, ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"sb3-bridge {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Deterministic evaluation of a policy on a functional JAX environment or a Gymnasium environment,
+with the trainer's summary, ``evals.npz`` and the paper's pulse CSV.
+
+Two kinds of environment, one record format (that of ``jaxrl_agents.evaluation.evaluate_episode``):
+``{"reward": (T,), "alive": (T,) bool, "action": (T, A), <info leaves>: (T, ...)}`` where ``alive``
+marks the steps of the episode, including the one that ended it.
+
+- Functional (``module:factory``, e.g. ``quantgate_env:make``): jaxrl-agents' own evaluation
+  (mean actions, ``env.eval_params`` = nominal device, one compiled ``lax.scan``), run under
+  ``jax.enable_x64(True)`` because the physics is float64 and the caller owns that switch.
+- Gymnasium (an id such as ``"Pendulum-v1"`` or ``"quantgate_env:ZCQPEE-v0"``, or an ``Env``): a Python
+  loop calling ``policy.act`` and clipping Box actions to the action space before ``env.step``,
+  exactly what SB3's ``predict(deterministic=True)`` + ``env.step`` does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["evaluate", "resolve_env", "summarize", "write_evals", "write_pulse_csv", "episode_pulse"]
+
+
+def resolve_env(env: Any = "quantgate_env:make", options: Mapping[str, Any] | None = None):
+    """Turn an environment name into an environment object.
+
+    Args:
+        env: ``"module:factory"`` (a callable returning a functional env or a ``gymnasium.Env``), a
+            Gymnasium id (``"CartPole-v1"``, ``"module:EnvName-v0"``), or an environment object
+            (returned as is; ``options`` must then be empty).
+        options: keyword arguments for the factory or ``gymnasium.make``.
+
+    Returns:
+        ``(env_object, kind)`` with ``kind`` ``"functional"`` or ``"gymnasium"``.
+
+    Raises:
+        ValueError: the module cannot be imported, the id is unknown, or the options are rejected.
+    """
+    options = dict(options or {})
+    if not isinstance(env, str):
+        if options:
+            raise ValueError("env_options: only used when env is given by name, got an environment object")
+        return env, _kind(env)
+    if ":" in env:
+        module_name, attr = env.split(":", 1)
+        # "module:factory" (an identifier) vs Gymnasium's "module:EnvName-v0" (never an identifier).
+        if attr.isidentifier():
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                raise ValueError(f"env: cannot import module {module_name!r} of {env!r} ({exc}); is the "
+                                 f"package installed?") from None
+            factory = getattr(module, attr, None)
+            if not callable(factory):
+                raise ValueError(f"env: module {module_name!r} has no callable {attr!r} (from {env!r}); "
+                                 f"expected 'module:factory' or a Gymnasium id")
+            try:
+                obj = factory(**options)
+            except TypeError as exc:
+                raise ValueError(f"env options: {env} rejected {sorted(options)}: {exc}") from None
+            return obj, _kind(obj)
+    import gymnasium as gym
+    try:
+        return gym.make(env, **options), "gymnasium"
+    except gym.error.Error as exc:
+        raise ValueError(f"env: {env!r} is neither 'module:factory' nor a registered Gymnasium id "
+                         f"({exc})") from None
+    except TypeError as exc:
+        raise ValueError(f"env options: {env} rejected {sorted(options)}: {exc}") from None
+
+
+def _kind(env) -> str:
+    import gymnasium as gym
+    if isinstance(env, gym.Env):
+        return "gymnasium"
+    if all(hasattr(env, a) for a in ("reset", "step", "eval_params", "max_episode_steps")):
+        return "functional"
+    raise ValueError(f"env: {type(env).__name__} is neither a gymnasium.Env nor a functional "
+                     f"environment (reset/step/eval_params/max_episode_steps, docs/contracts.md)")
+
+
+def evaluate(policy, env: Any = "quantgate_env:make", *, env_options: Mapping[str, Any] | None = None,
+             episodes: int = 1, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Run deterministic episodes (mean / arg-max actions) and record them.
+
+    Args:
+        policy: a ``jaxrl_agents.Policy`` (e.g. from ``sb3_bridge.load``).
+        env: see ``resolve_env``; default the paper's environment ``quantgate_env:make`` on its
+            evaluation parameters (nominal device, no drift).
+        env_options: keyword options for the environment factory / ``gymnasium.make``.
+        episodes: number of episodes (each reset with a new key / seed).
+        seed: base seed: functional episodes use ``jax.random.split(PRNGKey(seed), episodes)``,
+            Gymnasium episode i resets with ``seed + i``.
+
+    Returns:
+        one dict per episode: ``reward`` (T,), ``alive`` (T,) bool, ``action`` (T, A) (unclipped
+        means for functional envs; the clipped action actually sent for Gymnasium ones), and every
+        numeric info leaf (T, ...) (gate env: ``JT``, ``concurrence``, ``unitarity``, ``t`` in ns,
+        ``amps`` (T, K) in rad/ns, ...). Functional episodes have T = ``max_episode_steps`` with
+        ``alive`` masking the tail; Gymnasium ones end at termination/truncation.
+    """
+    if not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise ValueError(f"episodes: expected a positive int, got {episodes!r}")
+    env_obj, kind = resolve_env(env, env_options)
+    if kind == "functional":
+        return _functional_episodes(policy, env_obj, int(episodes), int(seed))
+    return [_gymnasium_episode(policy, env_obj, int(seed) + i) for i in range(int(episodes))]
+
+
+def _functional_episodes(policy, env, episodes: int, seed: int):
+    import jax
+    from jaxrl_agents.envs import check_env
+    from jaxrl_agents.evaluation import evaluate_episode
+
+    check_env(env, name=type(env).__name__)
+    run = jax.jit(evaluate_episode, static_argnums=(0, 2))
+    out = []
+    # The physics is float64 (docs/contracts.md): the caller of the functional API enables x64,
+    # scoped to this call so the user's global setting is untouched.
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+        for key in keys:
+            episode = run(policy.model, policy.params["actor"], env, env.eval_params, key)
+            out.append({k: np.asarray(v) for k, v in jax.device_get(episode).items()})
+    return out
+
+
+def _gymnasium_episode(policy, env, seed: int) -> dict[str, np.ndarray]:
+    import gymnasium as gym
+    space = env.action_space
+    obs, _ = env.reset(seed=seed)
+    records: dict[str, list] = {"reward": [], "alive": [], "action": []}
+    done = False
+    while not done:
+        action = policy.act(np.asarray(obs, np.float32).reshape(-1))
+        if isinstance(space, gym.spaces.Box):
+            # SB3's predict reshapes to the space and clips; do the same so episodes match.
+            action = np.clip(action.reshape(space.shape), space.low, space.high)
+        else:
+            action = int(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        records["reward"].append(float(reward))
+        records["alive"].append(True)
+        records["action"].append(np.asarray(action))
+        for key, value in info.items():
+            arr = np.asarray(value) if not isinstance(value, Mapping) else None
+            if arr is not None and arr.dtype.kind in "biuf" and key != "final_obs":
+                records.setdefault(key, []).append(arr)
+        done = bool(terminated or truncated)
+    n = len(records["reward"])
+    return {k: np.stack(v) for k, v in records.items() if len(v) == n}
+
+
+def summarize(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """The trainer's evaluation summary (``jaxrl_agents.evaluation.eval_summary``): return, length,
+    and for the gate env best J_T and its time, J_T at the end, 1 - U at the best step, time of the
+    first perfect entangler."""
+    from jaxrl_agents.evaluation import eval_summary
+    return eval_summary(episode)
+
+
+def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0) -> None:
+    """Write episodes as ``evals.npz`` in the trainer's layout: ``step`` (N,), ``reward`` /
+    ``alive`` (N, T), ``action`` (N, T, A), info leaves (N, T, ...). Episodes of different lengths
+    are padded at the end with ``alive = False`` and the last recorded values."""
+    from jaxrl_agents.fileio import atomic_savez
+    keys = [k for k in episodes[0] if all(k in ep for ep in episodes)]
+    length = max(len(ep["alive"]) for ep in episodes)
+    arrays = {"step": np.full(len(episodes), int(step), np.int64)}
+    for key in keys:
+        rows = []
+        for ep in episodes:
+            a = np.asarray(ep[key])
+            pad = length - a.shape[0]
+            if pad:
+                fill = np.zeros_like(a[:1]) if key == "alive" else a[-1:]
+                a = np.concatenate([a, np.repeat(fill, pad, axis=0)])
+            rows.append(a)
+        arrays[key] = np.stack(rows)
+    atomic_savez(os.fspath(path), arrays)
+
+
+def episode_pulse(episode: Mapping[str, np.ndarray], dt: float | None = None) -> tuple[np.ndarray, float]:
+    """The pulse an episode applied: amplitudes of every sample in order, and the sample length.
+
+    Args:
+        episode: a record with ``amps`` (T, K) (rad/ns, K samples per RL step), ``alive`` (T,)
+            and, unless ``dt`` is given, ``t`` (T,) ns at the end of each step.
+        dt: sample duration in ns (default: step duration from ``t`` divided by K).
+
+    Returns:
+        ``(amps (n_alive * K,) float64 rad/ns, dt ns)``.
+    """
+    if "amps" not in episode:
+        raise ValueError("episode: no 'amps' info (rad/ns per sample); only environments that report "
+                         "their pulse (the gate env) can be written as a pulse file")
+    alive = np.asarray(episode["alive"], bool)
+    amps = np.asarray(episode["amps"], np.float64)[alive]
+    amps = amps.reshape(amps.shape[0], -1)
+    if dt is None:
+        t = np.asarray(episode["t"], np.float64)[alive]
+        step = t[1] - t[0] if t.size > 1 else t[0]
+        # t is a float64 grid; rounding removes the last-bit noise of (t1 - t0) / K.
+        dt = float(f"{step / amps.shape[1]:.12g}")
+    return amps.reshape(-1), float(dt)
+
+
+def write_pulse_csv(path, amps: np.ndarray, dt: float) -> None:
+    """Write a pulse in the paper's format (see shared/data/SOURCES.md).
+
+    Header ``,amplist,tlist`` (a pandas-style unnamed index), then row 0 = ``0,0.0,0.0`` (the value
+    at t = 0, never applied) and row k = ``k,<amps[k-1]>,<k * dt>`` for k = 1..n: sample k-1 is held
+    on (t_{k-1}, t_k]. Amplitudes in rad/ns, times in ns, both printed as float64 ``repr``.
+    """
+    amps = np.asarray(amps, np.float64).reshape(-1)
+    lines = [",amplist,tlist", "0,0.0,0.0"]
+    lines += [f"{k},{float(a)!r},{float(k * dt)!r}" for k, a in enumerate(amps, start=1)]
+    from jaxrl_agents.fileio import atomic_write
+    atomic_write(os.fspath(path), ("\n".join(lines) + "\n").encode())
