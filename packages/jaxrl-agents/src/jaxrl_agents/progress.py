@@ -1,0 +1,69 @@
+"""Console progress: a tqdm bar on a terminal, plain lines otherwise (logs, CI, nohup)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+__all__ = ["ProgressReporter"]
+
+
+class ProgressReporter:
+    """Reports training progress in environment steps.
+
+    Args:
+        total_steps: steps at the end of training.
+        start_step: steps already done (resumed runs).
+        mode: "bar" (tqdm), "lines" (plain text), "off", or None = "bar" if stderr is a TTY.
+        line_every: in "lines" mode, print a status line every this many updates.
+    """
+
+    def __init__(self, total_steps: int, start_step: int = 0, mode: str | None = None,
+                 line_every: int = 10):
+        if mode is None:
+            mode = "bar" if sys.stderr.isatty() else "lines"
+        if mode not in ("bar", "lines", "off"):
+            raise ValueError(f"progress: expected 'bar', 'lines', 'off' or None, got {mode!r}")
+        self.mode, self.total, self.step, self.line_every = mode, total_steps, start_step, line_every
+        self._t0, self._step0, self._n_updates, self._jt = time.perf_counter(), start_step, 0, None
+        self._bar = None
+        if mode == "bar":
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total_steps, initial=start_step, unit="step", unit_scale=True,
+                             dynamic_ncols=True, smoothing=0.1)
+
+    def update(self, step: int, eval_jt: float | None = None) -> None:
+        """Advance to `step`; `eval_jt` is the latest evaluation J_T (if any)."""
+        if eval_jt is not None:
+            self._jt = eval_jt
+        delta, self.step = step - self.step, step
+        self._n_updates += 1
+        if self._bar is not None:
+            self._bar.update(delta)
+            if self._jt is not None:
+                self._bar.set_postfix_str(f"eval J_T={self._jt:.3e}")
+        elif self.mode == "lines" and (self._n_updates % self.line_every == 0 or step >= self.total):
+            print(self._status(), flush=True)
+
+    def _status(self) -> str:
+        elapsed = time.perf_counter() - self._t0
+        rate = (self.step - self._step0) / elapsed if elapsed > 0 else math.nan
+        eta = (self.total - self.step) / rate if rate > 0 else math.nan
+        jt = f"  eval J_T={self._jt:.3e}" if self._jt is not None else ""
+        return (f"step {self.step}/{self.total} ({100 * self.step / self.total:.1f}%)  "
+                f"{rate:,.0f} steps/s  ETA {eta:,.0f}s{jt}")
+
+    def write(self, line: str) -> None:
+        """Print a line without breaking the bar."""
+        if self.mode == "off":
+            return
+        if self._bar is not None:
+            self._bar.write(line)
+        else:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
