@@ -1,19 +1,41 @@
 """quantgate-env: an exact float64 JAX environment for a perfect-entangling gate on two transmons
 with a tunable coupler (the ZCQPEE problem of Grech et al., Quantum Sci. Technol. 11, 015030, 2026).
 
-Importing the package changes no global JAX setting; see ``quantgate_env.precision``.
+Importing the package changes no global JAX setting; see ``quantgate_env.precision``. It registers
+the Gymnasium id ``quantgate_env:ZCQPEE-v0`` (single and vectorised).
 """
 
+import gymnasium as _gymnasium
+
+from .config import EnvConfig
 from .device import DeviceParams, nominal_device
+from .drift import DRIFT_RANGES, DriftParams
+from .env import EnvParams, EnvState, GateEnv, make, observation_layout
 from .metrics import gate_metrics
 from .pulses import load_pulse_csv, rollout_pulse
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DRIFT_RANGES",
     "DeviceParams",
-    "nominal_device",
+    "DriftParams",
+    "EnvConfig",
+    "EnvParams",
+    "EnvState",
+    "GateEnv",
     "gate_metrics",
     "load_pulse_csv",
+    "make",
+    "nominal_device",
+    "observation_layout",
     "rollout_pulse",
 ]
+
+if "ZCQPEE-v0" not in _gymnasium.registry:
+    _gymnasium.register(
+        id="ZCQPEE-v0",
+        entry_point="quantgate_env.gym_env:GateGymEnv",
+        vector_entry_point="quantgate_env.gym_env:GateVectorEnv",
+        max_episode_steps=None,  # the environment terminates itself at the end of the pulse
+    )

@@ -1,0 +1,167 @@
+"""Gymnasium adapters: a thin shell around the functional core.
+
+They hold a key and a state, call compiled core functions (scoped to float64 themselves, so an
+SB3 user does nothing), and convert to numpy float32. No physics or reward logic lives here.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnasium.vector.utils import batch_space
+
+from .env import GateEnv, make
+from .precision import x64_scope
+
+__all__ = ["GateGymEnv", "GateVectorEnv"]
+
+
+def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
+    """Actions as float64 with the expected shape; NaN or a wrong shape raises ValueError."""
+    try:
+        array = np.asarray(action, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a float array of shape {shape}, got {type(action).__name__}") from None
+    if array.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name}: expected finite values, got {array}")
+    return array
+
+
+def _to_numpy_info(info: dict) -> dict:
+    return {key: np.asarray(value) for key, value in info.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(core: GateEnv):
+    """Compiled reset/step of one environment configuration (shared across instances)."""
+    return jax.jit(core.reset), jax.jit(core.reset_to), jax.jit(core.step)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_vector(core: GateEnv):
+    """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics)."""
+
+    def reset(keys, params):
+        return jax.vmap(core.reset, in_axes=(0, None))(keys, params)
+
+    def step(keys, state, actions, params, done):
+        # Gymnasium 1.x "next_step" autoreset: an env that finished at the previous call is reset
+        # now, ignoring its action, and reports reward 0, not terminated, not truncated.
+        obs, new_state, reward, term, trunc, info = jax.vmap(core.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
+        if core.config.resample_drift:
+            reset_obs, reset_state = jax.vmap(core.reset, in_axes=(0, None))(keys, params)
+        else:
+            reset_obs, reset_state = jax.vmap(core.reset_to)(state.device)
+
+        def pick(a, b):
+            mask = done.reshape(done.shape + (1,) * (a.ndim - 1))
+            return jnp.where(mask, a, b)
+
+        new_state = jax.tree.map(pick, reset_state, new_state)
+        obs = pick(reset_obs, obs)
+        reward = jnp.where(done, 0.0, reward)
+        term = term & ~done
+        trunc = trunc & ~done
+        return obs, new_state, reward, term, trunc, info
+
+    return jax.jit(reset), jax.jit(step)
+
+
+class GateGymEnv(gymnasium.Env):
+    """``gymnasium.make("quantgate_env:ZCQPEE-v0", **options)``: the paper's MDP by default.
+
+    Observations: Box (obs_dim,) float32; actions: Box (K,) float32 in [-1, 1] (values outside
+    are clipped, as SB3 and v1 do; NaN or a wrong shape raise ValueError). ``info`` holds JT,
+    concurrence, unitarity, tv_penalty, oob, t (ns) and amps (rad/ns). With fixed drift the
+    device is drawn at the first reset and kept for the life of the instance.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, **options):
+        self.core: GateEnv = make(**options)
+        self.observation_space = self.core.observation_space
+        self.action_space = self.core.action_space
+        self.params = self.core.default_params
+        self._reset, self._reset_to, self._step = _compiled(self.core)
+        self._key = None
+        self._state = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None or self._key is None:
+            self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            if self._state is not None and not self.core.config.resample_drift:
+                obs, self._state = self._reset_to(self._state.device)
+            else:
+                obs, self._state = self._reset(sub, self.params)
+        return np.asarray(obs, dtype=np.float32), {}
+
+    def step(self, action):
+        if self._state is None:
+            raise RuntimeError("step() called before reset()")
+        action = _check_action(action, self.action_space.shape)
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            obs, self._state, reward, terminated, truncated, info = self._step(sub, self._state, action, self.params)
+            out = (np.asarray(obs, dtype=np.float32), float(reward), bool(terminated), bool(truncated), _to_numpy_info(info))
+        return out
+
+
+class GateVectorEnv(gymnasium.vector.VectorEnv):
+    """N gate environments stepped in one compiled call (Gymnasium 1.x next-step autoreset).
+
+    ``gymnasium.make_vec("quantgate_env:ZCQPEE-v0", num_envs=N, vectorization_mode="vector_entry_point")``.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1, **options):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs: expected a positive integer, got {num_envs!r}")
+        self.core: GateEnv = make(**options)
+        self.num_envs = num_envs
+        self.single_observation_space = self.core.observation_space
+        self.single_action_space = self.core.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.params = self.core.default_params
+        self._reset, self._step = _compiled_vector(self.core)
+        self._key = None
+        self._state = None
+        self._done = np.zeros(num_envs, dtype=bool)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
+        if seed is not None or self._key is None:
+            self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            obs, self._state = self._reset(jax.random.split(sub, self.num_envs), self.params)
+        self._done[:] = False
+        return np.asarray(obs, dtype=np.float32), {}
+
+    def step(self, actions):
+        if self._state is None:
+            raise RuntimeError("step() called before reset()")
+        actions = _check_action(actions, self.action_space.shape, "actions")
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            obs, self._state, reward, term, trunc, info = self._step(
+                jax.random.split(sub, self.num_envs), self._state, actions, self.params, jnp.asarray(self._done)
+            )
+            obs = np.asarray(obs, dtype=np.float32)
+            reward, term, trunc = np.asarray(reward, dtype=np.float64), np.asarray(term), np.asarray(trunc)
+            info = _to_numpy_info(info)
+        self._done = term | trunc
+        return obs, reward, term, trunc, info
