@@ -32,9 +32,10 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
             (SB3 defaults), which matter only if the user continues training.
         observation_space: ``gymnasium.spaces.Box`` of shape (obs_dim,). Default: the bounds recorded
             when the policy was imported from SB3, else unbounded.
-        action_space: Box (act_dim,) or Discrete(n). Default: the recorded one, else an unbounded Box
-            (so ``predict`` returns the mean unchanged) or Discrete(n). Pass the environment's space
-            to get SB3's clipping.
+        action_space: Box (act_dim,) or Discrete(n). Default: the recorded one, else Discrete(n) or
+            Box(-1, 1, (act_dim,)): SB3 requires finite bounds, and [-1, 1] is the convention of the
+            contracts (docs/contracts.md) and SB3's advice. ``predict`` clips to these bounds, so
+            pass the environment's space if it differs.
 
     Returns:
         the path written (with ``.zip``).
@@ -68,7 +69,7 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     else:
         act_space = action_space or _recorded_box(policy.metadata.get("action_space"),
                                                   model_def.action_shape) \
-            or gym.spaces.Box(-np.inf, np.inf, model_def.action_shape, np.float32)
+            or gym.spaces.Box(-1.0, 1.0, model_def.action_shape, np.float32)
     _check_spaces(model_def, obs_space, act_space)
 
     policy_kwargs = dict(
