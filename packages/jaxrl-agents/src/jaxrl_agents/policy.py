@@ -102,21 +102,30 @@ class Policy:
         return obs, action_mask
 
     # ---------------------------------------------------------------------------- public API
-    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
-            action_mask=None) -> np.ndarray:
+    def act(self, obs, key: jax.Array | None = None, deterministic: bool | None = None,
+            action_mask=None, *, rng: jax.Array | None = None) -> np.ndarray:
         """Choose actions.
 
         Args:
             obs: (obs_dim,) or (B, obs_dim) observations, or a dict with "observation" and
                 "action_mask".
             key: PRNG key, required when ``deterministic=False``.
-            deterministic: mean (Gaussian) or arg-max (discrete) action when True.
+            deterministic: mean (Gaussian) or arg-max (discrete) action when True. Default: True,
+                except with `rng`.
             action_mask: boolean (n_outputs,) or (B, n_outputs), True = allowed (discrete only).
+            rng: the IPPO spelling (``act(obs, rng=None)``): a key given as `rng` samples unless
+                ``deterministic=True``; ``act(obs)`` stays deterministic.
 
         Returns:
             (A,) / (B, A) float32 for Gaussian policies, int32 () / (B,) for categorical,
             (D,) / (B, D) for multi-categorical.
         """
+        if rng is not None:
+            if key is not None:
+                raise ValueError("rng: an alias of key; pass one of them, got both")
+            key = rng
+        if deterministic is None:
+            deterministic = rng is None
         obs, mask = self._split_obs(obs, action_mask)
         if deterministic:
             out = _mode(self.model, self.params["actor"], obs, mask)

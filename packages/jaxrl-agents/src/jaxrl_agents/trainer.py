@@ -134,8 +134,12 @@ def _env_description(env) -> Any:
     return repr(env)
 
 
+def _timestamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
 def _make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = _timestamp()
     names = [f"{algo}_{stamp}_s{s}" + (f"_{tag}" if tag else "") for s in seeds]
     dirs = [os.path.join(out, n) for n in names]
     for d in dirs:

@@ -1,0 +1,145 @@
+"""Run directories, resume == uninterrupted, policies, and bad input caught before compiling."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jaxrl_agents import load_policy, trainer
+from jaxrl_agents.fileio import load_npz
+
+from .conftest import PPO_TINY, SEEDS, TOY_ENV, TOY_OPTIONS
+
+RUN_FILES = {"config.json", "progress.csv", "evals.npz", "checkpoint.npz", "best_policy",
+             "last_policy"}
+
+
+def _run(out, **kw):
+    args = dict(algo="ppo", env=TOY_ENV, env_options=TOY_OPTIONS, config=PPO_TINY, seeds=SEEDS,
+                eval_every=128, out=str(out), checkpoint_every=2, progress="off")
+    args.update(kw)
+    return trainer.train(**args)
+
+
+def _rows_without_wall(run_dir):
+    rows = trainer._read_csv(os.path.join(run_dir, trainer.PROGRESS_CSV))
+    return [{k: v for k, v in r.items() if k != "wall"} for r in rows]
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    full = _run(tmp_path / "full")
+    part = _run(tmp_path / "part", stop_after=3)  # killed after update 3; checkpoint at 2
+    assert not part.finished
+    ckpt_dir = part.run_dirs[0]
+    # The "crash" left records ahead of the checkpoint (evaluation of update 3): resume drops them.
+    assert len(load_npz(os.path.join(ckpt_dir, "evals.npz"))["step"]) == 3
+    resumed = trainer.resume(ckpt_dir, progress="off")
+    assert resumed.finished and resumed.run_dirs == part.run_dirs
+
+    for a, b in zip(_leaves(full.state), _leaves(resumed.state)):
+        np.testing.assert_array_equal(a, b)
+    for d_full, d_res in zip(full.run_dirs, resumed.run_dirs):
+        assert set(os.listdir(d_res)) == RUN_FILES  # no temp files left behind
+        rows_full, rows_res = _rows_without_wall(d_full), _rows_without_wall(d_res)
+        assert len(rows_full) == 4 and rows_full == rows_res
+        ev_full, ev_res = load_npz(os.path.join(d_full, "evals.npz")), load_npz(
+            os.path.join(d_res, "evals.npz"))
+        assert sorted(ev_full) == sorted(ev_res)
+        for k in ev_full:
+            np.testing.assert_array_equal(ev_full[k], ev_res[k])
+        pa, pb = load_policy(d_full), load_policy(d_res)
+        for a, b in zip(_leaves(pa.params), _leaves(pb.params)):
+            np.testing.assert_array_equal(a, b)
+
+
+def _leaves(tree):
+    import jax
+
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def test_run_directory_contents(tmp_path):
+    res = _run(tmp_path)
+    assert [os.path.basename(d).split("_")[2] for d in res.run_dirs] == ["s1", "s2"]
+    d = res.run_dirs[1]
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    assert cfg["seed"] == 2 and cfg["seeds"] == [1, 2] and cfg["env"] == TOY_ENV
+    assert cfg["algo_config"]["n_minibatches"] == 4 and cfg["precision"]["x64"] is True
+    assert cfg["env_options"] == TOY_OPTIONS and "jax" in cfg["versions"]
+    header = open(os.path.join(d, "progress.csv")).readline().strip().split(",")
+    assert header[:2] == ["step", "wall"] and header[2:] == sorted(header[2:])
+    for field in ("eval_return", "eval_JT_min", "eval_t_JT_min", "eval_JT_end",
+                  "eval_1mU_at_best", "eval_t_first_PE", "approx_kl", "clip_frac", "min_JT"):
+        assert field in header
+    ev = load_npz(os.path.join(d, "evals.npz"))
+    n_eval, horizon = 4, TOY_OPTIONS["horizon"]
+    np.testing.assert_array_equal(ev["step"], [128, 256, 384, 512])
+    for key in ("reward", "alive", "JT", "concurrence", "unitarity", "t"):
+        assert ev[key].shape == (n_eval, horizon), key
+    assert ev["amps"].shape == (n_eval, horizon, 2) and ev["alive"].dtype == bool
+    pol = load_policy(d)
+    assert pol.metadata["seed"] == 2 and pol.metadata["algo"] == "ppo"
+    best_step = pol.metadata["step"]
+    rows = trainer._read_csv(os.path.join(d, "progress.csv"))
+    best_jt = min(float(r["eval_JT_min"]) for r in rows)
+    assert pol.metadata["eval"]["eval_JT_min"] == best_jt
+    assert load_policy(d, which="last").metadata["step"] == 512 >= best_step
+
+
+def test_existing_run_directory_is_never_overwritten(tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer, "_timestamp", lambda: "20250101-000000")
+    os.makedirs(tmp_path / "ppo_20250101-000000_s1_x")
+    marker = tmp_path / "ppo_20250101-000000_s1_x" / "keep.txt"
+    marker.write_text("precious")
+    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    with pytest.raises(ValueError, match="already exists"):
+        _run(tmp_path, seeds=(1,), tag="x")
+    assert marker.read_text() == "precious"
+
+
+def _no_compile(*a, **k):
+    raise AssertionError("compiled before validating the input")
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(algo="a2c"), "algo: expected one of"),
+    (dict(env="toy_envs"), "env: expected 'module:factory'"),
+    (dict(env="no_such_module_xyz:make"), "cannot import module"),
+    (dict(env="tests.jaxrl_agents.toy_envs:nope"), "has no callable 'nope'"),
+    (dict(env="tests.jaxrl_agents.toy_envs:not_an_env"), "lacks"),
+    (dict(env_options={"colour": "red"}), "rejected"),
+    (dict(config=dict(PPO_TINY, n_minibatches=5)), "n_minibatches"),
+    (dict(config=dict(PPO_TINY, lr=float("nan"))), "lr: expected a number, not NaN"),
+    (dict(seeds=(1, 1)), "distinct"),
+    (dict(eval_every=0), "eval_every"),
+    (dict(tag="a/b"), "tag"),
+])
+def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, kw, match):
+    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    with pytest.raises(ValueError, match=match):
+        _run(tmp_path / "out", **kw)
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_non_conforming_env_is_explained():
+    from jaxrl_agents.envs import check_env
+
+    from .toy_envs import Reach
+
+    class NoFinalObs(Reach):
+        def step_autoreset(self, key, state, action, params):
+            obs, state, r, te, tr, info = super().step_autoreset(key, state, action, params)
+            info.pop("final_obs")
+            return obs, state, r, te, tr, info
+
+    with pytest.raises(ValueError, match="final_obs"):
+        check_env(NoFinalObs())
+
+
+def test_resume_needs_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="config.json"):
+        trainer.resume(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no checkpoint.npz"):
+        trainer.resume(str(tmp_path))
