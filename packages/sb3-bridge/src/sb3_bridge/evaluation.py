@@ -116,12 +116,12 @@ def _functional_episodes(policy, env, episodes: int, seed: int):
     from jaxrl_agents.envs import check_env
     from jaxrl_agents.evaluation import evaluate_episode
 
-    check_env(env, name=type(env).__name__)
     run = jax.jit(evaluate_episode, static_argnums=(0, 2))
     out = []
     # The physics is float64 (docs/contracts.md): the caller of the functional API enables x64,
     # scoped to this call so the user's global setting is untouched.
     with jax.enable_x64(True):
+        check_env(env, name=type(env).__name__)
         keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
         for key in keys:
             episode = run(policy.model, policy.params["actor"], env, env.eval_params, key)
