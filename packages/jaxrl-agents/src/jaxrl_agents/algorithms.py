@@ -11,6 +11,7 @@ import functools
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from . import ppo, trpo
 from .config import AlgoConfig
@@ -54,7 +55,7 @@ class Compiled(NamedTuple):
 
     Attributes:
         model: the `ActorCritic` definition.
-        init: (S, 2) seed keys, env_params -> TrainState with leaves (S, ...).
+        init: (S, 2) seed keys, env_params -> TrainState with leaves (S, ...) (eager, per seed).
         update: (TrainState (S, ...), env_params) -> (TrainState, stats dict of (S,) arrays);
             the input state is donated (its buffers are reused).
         evaluate: (actor params (S, ...), env_params, key) -> episode dict of (S, T, ...) arrays.
@@ -74,7 +75,11 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
     """
     module, _ = get_algorithm(name)
     model = model_for(env, cfg)
-    init = jax.jit(jax.vmap(lambda k, p: module.init(k, model, env, p, cfg), in_axes=(0, None)))
+
+    def init(seed_keys, env_params):
+        states = [module.init(k, model, env, env_params, cfg) for k in seed_keys]
+        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+
     update = jax.jit(jax.vmap(module.make_update(model, env, cfg), in_axes=(0, None)),
                      donate_argnums=0)
     evaluate = jax.jit(jax.vmap(lambda a, p, k: evaluate_episode(model, a, env, p, k),

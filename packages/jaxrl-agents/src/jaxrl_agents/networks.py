@@ -29,7 +29,7 @@ import numpy as np
 
 from .distributions import Categorical, DiagGaussian, MultiCategorical
 
-__all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "mlp_init", "mlp_apply"]
+__all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "mlp_init", "mlp_apply", "orthogonal"]
 
 Params = dict[str, Any]
 
@@ -51,8 +51,24 @@ POLICY_HEAD_GAIN = 0.01
 VALUE_HEAD_GAIN = 1.0
 
 
+def orthogonal(key: jax.Array, shape: tuple[int, int], gain: float) -> jax.Array:
+    """Orthogonal (in, out) float32 matrix times `gain` (Saxe et al.; the scheme of SB3 / flax).
+
+    The Gaussian draw uses `key`; the QR decomposition runs in numpy on the host: XLA's QR takes
+    seconds to compile on CPU (ten under vmap), for a step that runs once per training run.
+    """
+    n_in, n_out = shape
+    big, small = max(n_in, n_out), min(n_in, n_out)
+    a = np.asarray(jax.random.normal(key, (big, small), jnp.float32), np.float64)
+    q, r = np.linalg.qr(a)
+    q *= np.sign(np.diag(r))  # unique decomposition -> uniformly distributed q
+    if n_in < n_out:
+        q = q.T
+    return jnp.asarray(gain * q, jnp.float32)
+
+
 def mlp_init(key: jax.Array, sizes: tuple[int, ...], head_gain: float) -> Params:
-    """Initialise an MLP with layer sizes ``(in, h0, ..., out)``.
+    """Initialise an MLP with layer sizes ``(in, h0, ..., out)`` (eagerly: not jit-able).
 
     Hidden kernels get orthogonal init with gain sqrt(2), the last one ``head_gain``; biases are zero.
     Returns ``{"dense_i": {"kernel": (sizes[i], sizes[i+1]) float32, "bias": (sizes[i+1],) float32}}``.
@@ -62,9 +78,8 @@ def mlp_init(key: jax.Array, sizes: tuple[int, ...], head_gain: float) -> Params
     net = {}
     for i in range(n_layers):
         gain = head_gain if i == n_layers - 1 else HIDDEN_GAIN
-        init = jax.nn.initializers.orthogonal(scale=gain)
         net[f"dense_{i}"] = {
-            "kernel": init(keys[i], (sizes[i], sizes[i + 1]), jnp.float32),
+            "kernel": orthogonal(keys[i], (sizes[i], sizes[i + 1]), gain),
             "bias": jnp.zeros((sizes[i + 1],), jnp.float32),
         }
     return net
@@ -167,8 +182,23 @@ class ActorCritic:
         return self.action_kind != "gaussian"
 
     # ------------------------------------------------------------------------------ params
+    def param_shapes(self) -> Params:
+        """The parameter pytree with shapes (tuples) as leaves, without drawing anything."""
+        def net(n_out):
+            sizes = (self.obs_dim, *self.hidden, n_out)
+            return {f"dense_{i}": {"kernel": (sizes[i], sizes[i + 1]), "bias": (sizes[i + 1],)}
+                    for i in range(len(sizes) - 1)}
+
+        actor = {"net": net(self.head.n_outputs)}
+        if self.action_kind == "gaussian":
+            actor["log_std"] = (self.action_shape[0],)
+        return {"actor": actor, "critic": {"net": net(1)}}
+
     def init(self, key: jax.Array) -> Params:
-        """Fresh float32 parameters ``{"actor": ..., "critic": ...}`` (layout in the module doc)."""
+        """Fresh float32 parameters ``{"actor": ..., "critic": ...}`` (layout in the module doc).
+
+        Runs eagerly (the orthogonal init uses a host QR), so call it outside `jit`/`vmap`.
+        """
         k_actor, k_critic = jax.random.split(key)
         actor = {"net": mlp_init(k_actor, (self.obs_dim, *self.hidden, self.head.n_outputs),
                                  POLICY_HEAD_GAIN)}

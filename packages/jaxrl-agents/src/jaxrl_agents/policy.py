@@ -78,8 +78,7 @@ class Policy:
     def __init__(self, model: ActorCritic, params: Mapping, metadata: Mapping | None = None):
         if not isinstance(model, ActorCritic):
             raise TypeError(f"model: expected an ActorCritic, got {type(model).__name__}")
-        expected = jax.eval_shape(model.init, jax.random.PRNGKey(0))
-        _check_params(params, expected)
+        _check_params(params, model.param_shapes())
         self.model = model
         self.params = _as_float32_params(params)
         self.metadata = dict(metadata or {})
@@ -191,8 +190,8 @@ def _check_params(params: Mapping, expected: Mapping, path: str = "params") -> N
     for k, exp in expected.items():
         if isinstance(exp, Mapping):
             _check_params(params[k], exp, f"{path}/{k}")
-        elif tuple(np.shape(params[k])) != tuple(exp.shape):
-            raise ValueError(f"{path}/{k}: expected shape {tuple(exp.shape)}, got "
+        elif tuple(np.shape(params[k])) != tuple(exp):
+            raise ValueError(f"{path}/{k}: expected shape {tuple(exp)}, got "
                              f"{tuple(np.shape(params[k]))}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -30,8 +31,15 @@ class TrainState(NamedTuple):
     update: jax.Array
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _reset_all(env, keys, env_params):
+    return jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
+
+
 def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, opt_init) -> TrainState:
     """Fresh state: the seed key splits into (network, environments, training) keys.
+
+    Runs eagerly (network init uses a host QR); the environment resets are one jitted call.
 
     Args:
         seed_key: ``jax.random.PRNGKey(seed)``.
@@ -43,6 +51,5 @@ def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, o
     """
     k_net, k_env, key = jax.random.split(seed_key, 3)
     params = model.init(k_net)
-    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, n_envs),
-                                                           env_params)
+    obs, env_state = _reset_all(env, jax.random.split(k_env, n_envs), env_params)
     return TrainState(params, opt_init(params), env_state, obs, key, jnp.zeros((), jnp.int32))

@@ -230,8 +230,8 @@ class _Run:
         self.seed_keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
 
     def template(self):
-        """Abstract train state (shapes/dtypes only; nothing is compiled)."""
-        return jax.eval_shape(self.compiled.init, self.seed_keys, self.train_params)
+        """A fresh train state: the structure, shapes and dtypes a checkpoint must match."""
+        return self.compiled.init(self.seed_keys, self.train_params)
 
     def _policy(self, params, s: int, step: int, summary: dict) -> Policy:
         seed_params = jax.tree_util.tree_map(lambda x: np.asarray(x[s]), params)
