@@ -51,8 +51,9 @@ class SpacesEnv(ParallelEnv):
 
     def observation_space(self, agent):
         base = self._obs_base[agent]
-        if agent == "disc" and self.mask_source == "obs":
-            return spaces.Dict({"observation": base, "action_mask": spaces.MultiBinary(3)})
+        if agent != "box" and self.mask_source == "obs":
+            n = {"disc": 3, "multi": 10}[agent]
+            return spaces.Dict({"observation": base, "action_mask": spaces.MultiBinary(n)})
         return base
 
     def action_space(self, agent):
@@ -69,6 +70,7 @@ class SpacesEnv(ParallelEnv):
                "box": np.array([t / self.horizon, 1.0, -1.0], np.float32)}
         if self.mask_source == "obs":
             obs["disc"] = {"observation": obs["disc"], "action_mask": self.DISC_MASK}
+            obs["multi"] = {"observation": obs["multi"], "action_mask": self.MULTI_MASK}
         return obs
 
     def _infos(self):

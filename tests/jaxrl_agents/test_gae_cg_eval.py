@@ -48,7 +48,8 @@ def test_truncation_bootstraps_through_the_reward_termination_does_not():
 
 
 def test_collect_bootstraps_truncated_not_terminated(x64):
-    """The toy env truncates when |p| > bound: the stored reward must include gamma V(final_obs)."""
+    """Reach(horizon=2, bound=1): episodes starting near the edge leave the box at once (truncated),
+    the others end at t = 2 (terminated). Only truncations get + gamma V(final_obs)."""
     import jax
 
     from jaxrl_agents import ActorCritic
@@ -56,24 +57,21 @@ def test_collect_bootstraps_truncated_not_terminated(x64):
 
     from .toy_envs import Reach
 
-    env = Reach(horizon=3, bound=0.0)  # every step truncates except the last, which terminates
+    env, gamma = Reach(horizon=2, bound=1.0), 0.5
     model = ActorCritic.from_spaces(env.observation_space, env.action_space, (8,))
     params = model.init(jax.random.PRNGKey(0))
-    params["critic"]["net"]["dense_1"]["bias"] = jnp.array([7.0], jnp.float32)  # V ~ 7 + small
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), 2),
+    params["critic"]["net"]["dense_1"]["bias"] = jnp.array([7.0], jnp.float32)  # V ~ 7
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), 64),
                                                         env.default_params)
-    _, traj = collect(model, env, env.default_params, params, state, obs, jax.random.PRNGKey(2),
-                      n_steps=3, gamma=0.5)
-    raw = -traj.info["JT"]
-    assert np.all(np.asarray(traj.done))
-    # The state after truncation is reset, so every step is a truncation of a fresh episode.
-    extra = np.asarray(traj.reward - raw)
-    assert np.all(extra > 3.0)  # 0.5 * V(final_obs) with V ~ 7
-
-    env_term = Reach(horizon=1)  # every step terminates, never truncates
-    _, traj = collect(model, env_term, env.default_params, params, state, obs,
-                      jax.random.PRNGKey(2), n_steps=3, gamma=0.5)
-    np.testing.assert_allclose(traj.reward, -traj.info["JT"], rtol=1e-6)
+    _, traj = jax.jit(collect, static_argnums=(0, 1, 7))(
+        model, env, env.default_params, params, state, obs, jax.random.PRNGKey(2), 4, gamma)
+    extra = np.asarray(traj.reward + traj.info["JT"])  # what was added to the raw reward -JT
+    terminated = np.asarray(traj.info["t"]) == env.horizon * env.dt
+    truncated = np.asarray(traj.info["oob"]) & ~terminated
+    assert truncated.sum() > 5 and terminated.sum() > 5
+    np.testing.assert_array_equal(np.asarray(traj.done), truncated | terminated)
+    assert np.all(extra[truncated] > gamma * 6.0)  # gamma * V(final_obs), V ~ 7
+    np.testing.assert_allclose(extra[~truncated], 0.0, atol=1e-6)
 
 
 def test_conjugate_gradient_solves_spd_system(x64):
