@@ -159,3 +159,19 @@ def test_c_wrong_activation_is_detected_by_check_a(trained, random_obs):
     model, path = trained
     wrong = sb3_bridge.load(path, activation="tanh")
     assert _max_action_error(wrong, model, random_obs) > 1e-3
+
+
+def test_cli_evaluate_writes_the_paper_pulse(trained, tmp_path, capsys):
+    from sb3_bridge.cli import main
+
+    _, path = trained
+    assert main(["evaluate", str(path), "--out", str(tmp_path)]) == 0  # default env: quantgate_env:make
+    out = capsys.readouterr().out
+    assert "minJT=" in out and "1-U=" in out and "TRPO (ReLU, hidden [128, 128])" in out
+    with np.load(tmp_path / "evals.npz") as z:
+        assert z["JT"].shape[0] == 1 and z["amps"].shape[2] == 3
+        n = int(z["alive"].sum())
+    header = (tmp_path / "pulse.csv").read_text().splitlines()[:2]
+    assert header == [",amplist,tlist", "0,0.0,0.0"]
+    amps, dt = quantgate_env.load_pulse_csv(tmp_path / "pulse.csv")
+    assert amps.shape == (3 * n,) and dt == pytest.approx(0.05)

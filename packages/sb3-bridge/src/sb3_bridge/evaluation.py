@@ -108,15 +108,32 @@ def evaluate(policy, env: Any = "quantgate_env:make", *, env_options: Mapping[st
     env_obj, kind = resolve_env(env, env_options)
     if kind == "functional":
         return _functional_episodes(policy, env_obj, int(episodes), int(seed))
-    return [_gymnasium_episode(policy, env_obj, int(seed) + i) for i in range(int(episodes))]
+    try:
+        return [_gymnasium_episode(policy, env_obj, int(seed) + i) for i in range(int(episodes))]
+    finally:
+        if env_obj is not env:  # made here from a name: ours to close
+            env_obj.close()
+
+
+_compiled_episode = None
+
+
+def _episode_fn():
+    # One jitted function for the process: jit caches per (network, env) static pair, so repeated
+    # evaluations of the same policy/env (several episodes, CLI + API) compile once.
+    global _compiled_episode
+    if _compiled_episode is None:
+        import jax
+        from jaxrl_agents.evaluation import evaluate_episode
+        _compiled_episode = jax.jit(evaluate_episode, static_argnums=(0, 2))
+    return _compiled_episode
 
 
 def _functional_episodes(policy, env, episodes: int, seed: int):
     import jax
     from jaxrl_agents.envs import check_env
-    from jaxrl_agents.evaluation import evaluate_episode
 
-    run = jax.jit(evaluate_episode, static_argnums=(0, 2))
+    run = _episode_fn()
     out = []
     # The physics is float64 (docs/contracts.md): the caller of the functional API enables x64,
     # scoped to this call so the user's global setting is untouched.
