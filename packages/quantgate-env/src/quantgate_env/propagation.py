@@ -23,7 +23,9 @@ state. ``bench/propagation.py`` measures this against eigh and dense expm.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -39,8 +41,10 @@ __all__ = [
     "initial_sector_state",
     "taylor_plan",
     "theta_bound",
+    "theta_bound_lines",
     "propagate_sample",
     "propagate_samples",
+    "propagate_samples_lines",
 ]
 
 # Target truncation error per sample, relative to a unit vector: half an ulp of float64.
@@ -123,11 +127,28 @@ def theta_bound(device: DeviceParams, u_max: float, dt: float) -> float:
     The half-width is convex in u (a maximum of affine functions minus a minimum of affine
     functions), so its maximum over [-u_max, u_max] is at an end point.
     """
+    return theta_bound_lines(device, [(SECTOR1_CONTROL, SECTOR2_CONTROL, u_max)], dt)
+
+
+def theta_bound_lines(
+    device: DeviceParams, lines: Sequence[tuple[np.ndarray, np.ndarray, float]], dt: float
+) -> float:
+    """``theta_bound`` for several control lines, each with its own bound |u_line| <= u_max.
+
+    The half-width is convex in the amplitude vector (same argument as for one line), so its
+    maximum over the box of bounds is at one of its 2^n_lines corners.
+
+    Args:
+        device: concrete device parameters (GHz).
+        lines: (diagonal in the N=1 block (3,), in the N=2 block (6,), u_max rad/ns) per line.
+        dt: sample duration, ns.
+    """
     drift = jax.tree.map(np.asarray, sector_drift(jax.tree.map(np.asarray, device)))
     worst = 0.0
-    for u in (-u_max, u_max):
-        for h, ctrl in ((drift.h1, SECTOR1_CONTROL), (drift.h2, SECTOR2_CONTROL)):
-            _, half_width = _gershgorin(np.asarray(h) + u * np.diag(ctrl))
+    for signs in itertools.product((-1.0, 1.0), repeat=len(lines)):
+        for block, h in enumerate((drift.h1, drift.h2)):
+            shift = sum(s * u_max * np.asarray(diags[block]) for s, (*diags, u_max) in zip(signs, lines))
+            _, half_width = _gershgorin(np.asarray(h) + np.diag(shift))
             worst = max(worst, float(np.max(half_width)) * dt)
     return worst
 
@@ -146,17 +167,30 @@ def _expm_apply(h: jnp.ndarray, control: np.ndarray, u, dt, psi: jnp.ndarray, pl
     Returns:
         (n, k) complex propagated states (NaN if the sample exceeds the plan's theta).
     """
-    hu = h + u * jnp.diag(jnp.asarray(control, dtype=h.dtype))
+    return _expm_apply_shifted(h, u * jnp.asarray(control, dtype=h.dtype), dt, psi, plan)
+
+
+def _expm_apply_shifted(h: jnp.ndarray, shift: jnp.ndarray, dt, psi: jnp.ndarray, plan: TaylorPlan):
+    """exp(-i (h + diag(shift)) dt) @ psi: ``_expm_apply`` with the controls already summed.
+
+    All control lines are number operators, hence diagonal in the blocks, so any number of lines
+    enters as one (n,) diagonal shift = sum_line u_line * diagonal_line (rad/ns).
+    """
+    hu = h + jnp.diag(shift)
     centre, half_width = _gershgorin(hu)
     tau = dt / plan.substeps
     a = (hu - centre * jnp.eye(h.shape[0], dtype=h.dtype)) * tau
+
+    def add_term(k, carry):
+        re, im, term_re, term_im = carry
+        # next Taylor term: (-i a / k)(x + i y) = (a y - i a x) / k
+        term_re, term_im = (a @ term_im) / k, -(a @ term_re) / k
+        return re + term_re, im + term_im, term_re, term_im
+
     re, im = jnp.real(psi), jnp.imag(psi)
     for _ in range(plan.substeps):
-        term_re, term_im = re, im
-        for k in range(1, plan.degree + 1):
-            # (-i a)(x + i y) = a y - i a x
-            term_re, term_im = (a @ term_im) / k, -(a @ term_re) / k
-            re, im = re + term_re, im + term_im
+        # a rolled loop compiles ~3x faster than the unrolled series and runs as fast
+        re, im, _, _ = jax.lax.fori_loop(1, plan.degree + 1, add_term, (re, im, re, im))
     out = jax.lax.complex(re, im) * jnp.exp(-1j * centre * dt)
     exact = half_width * tau <= plan.theta_max / plan.substeps * (1.0 + 1e-9)
     return jnp.where(exact, out, jnp.nan)
@@ -167,6 +201,35 @@ def propagate_sample(state: SectorState, drift: SectorDrift, u, dt, plan: Taylor
     psi1 = _expm_apply(drift.h1, SECTOR1_CONTROL, u, dt, state.psi1, plan)
     psi2 = _expm_apply(drift.h2, SECTOR2_CONTROL, u, dt, state.psi2[:, None], plan)[:, 0]
     return SectorState(psi1, psi2)
+
+
+def propagate_samples_lines(
+    state: SectorState, drift: SectorDrift, amps: jnp.ndarray, diagonals: tuple[np.ndarray, np.ndarray], dt, plan: TaylorPlan
+) -> tuple[SectorState, SectorState]:
+    """``propagate_samples`` for several control lines played at once.
+
+    Args:
+        state: initial state.
+        drift: sector drift blocks (rad/ns).
+        amps: (n_samples, n_lines) amplitudes in rad/ns.
+        diagonals: the lines' diagonals in the N=1 block (n_lines, 3) and N=2 block (n_lines, 6)
+            (rows from ``hamiltonian.line_diagonals``, in the column order of ``amps``).
+        dt: sample duration, ns.
+        plan: static Taylor plan covering the lines' bounds (``theta_bound_lines``).
+
+    Returns:
+        (final state, stacked states with a leading n_samples axis).
+    """
+    shifts1 = amps @ jnp.asarray(diagonals[0], dtype=amps.dtype)
+    shifts2 = amps @ jnp.asarray(diagonals[1], dtype=amps.dtype)
+
+    def body(carry, shifts):
+        psi1 = _expm_apply_shifted(drift.h1, shifts[0], dt, carry.psi1, plan)
+        psi2 = _expm_apply_shifted(drift.h2, shifts[1], dt, carry.psi2[:, None], plan)[:, 0]
+        nxt = SectorState(psi1, psi2)
+        return nxt, nxt
+
+    return jax.lax.scan(body, state, (shifts1, shifts2))
 
 
 def propagate_samples(
