@@ -346,3 +346,35 @@ def test_live_sb3_unsupported_models(tmp_path):
     sde = sb3.PPO("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(net_arch=[8]), device="cpu")
     sde.save(tmp_path / "sde.zip")
     assert "gSDE" in _unsupported(tmp_path / "sde.zip")
+
+
+def test_member_larger_than_the_limit_is_not_read(ppo_box, tmp_path, monkeypatch):
+    from sb3_bridge import archive
+    monkeypatch.setattr(archive, "MAX_MEMBER_BYTES", 1000)  # data is ~10 KB
+    err = _error(ppo_box)
+    assert err.member == "data" and "more than the 1000-byte limit" in str(err)
+
+
+def test_torch_entry_larger_than_the_limit_is_not_read(ppo_box, tmp_path, monkeypatch):
+    from sb3_bridge import archive
+    state = _state(ppo_box)
+    state["log_std"] = np.zeros(300_000, np.float32)  # a 1.2 MB storage
+    blob = torch_state_dict_bytes(state)
+    monkeypatch.setattr(archive, "MAX_MEMBER_BYTES", 1_000_000)
+    with pytest.raises(CheckpointError, match=r"policy.pth:archive/data/0.*more than the 1000000-byte limit"):
+        read_state_dict(blob, "m.zip")
+
+
+def test_log_std_with_discrete_actions_is_named(fixtures_dir, tmp_path):
+    src = fixtures_dir / "ppo_discrete.zip"
+    state = _state(src)
+    state["log_std"] = np.zeros(2, np.float32)
+    err = _error(_with_state(src, tmp_path / "m.zip", state))
+    assert "unexpected ['log_std']" in str(err) and "Discrete action space" in str(err)
+
+
+def test_box_actions_without_log_std_are_named(ppo_box, tmp_path):
+    state = _state(ppo_box)
+    del state["log_std"]
+    err = _error(_with_state(ppo_box, tmp_path / "m.zip", state))
+    assert "missing ['log_std']" in str(err) and "Box action space" in str(err)

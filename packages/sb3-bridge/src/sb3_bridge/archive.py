@@ -15,7 +15,11 @@ from pathlib import Path
 
 from .errors import CheckpointError
 
-__all__ = ["read_members"]
+__all__ = ["read_members", "MAX_MEMBER_BYTES"]
+
+#: Largest uncompressed member read into memory. A policy.pth of the paper's 28-128-128-3 networks is
+#: ~150 KB; the cap only stops a crafted zip from declaring gigabytes (a decompression bomb).
+MAX_MEMBER_BYTES = 1 << 30
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
@@ -69,6 +73,10 @@ def read_members(path, required: tuple[str, ...], optional: tuple[str, ...] = ()
 
 
 def _read(zf: zipfile.ZipFile, path: Path, name: str) -> bytes:
+    size = zf.getinfo(name).file_size
+    if size > MAX_MEMBER_BYTES:
+        raise CheckpointError(path, name, f"member declares {size} bytes uncompressed, more than the "
+                              f"{MAX_MEMBER_BYTES}-byte limit (sb3_bridge.archive.MAX_MEMBER_BYTES)")
     try:
         return zf.read(name)
     except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as exc:

@@ -63,8 +63,7 @@ def load(path, *, activation: str | None = None):
     """
     # jaxrl-agents (and with it jax) is imported here, not at package import, so `inspect` and the
     # CLI's help stay fast and usable where only numpy is installed.
-    from jaxrl_agents.networks import ACTIVATIONS, ActorCritic
-    from jaxrl_agents.policy import Policy
+    from jaxrl_agents import ACTIVATIONS, ActorCritic, Policy
 
     override = resolve_activation(activation, path)
     summary, state, version = read_checkpoint(path)

@@ -139,7 +139,13 @@ def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDi
 
 
 def _read(zf: zipfile.ZipFile, path, member: str, name: str) -> bytes:
+    from . import archive  # the limit lives there, read at call time so tests can lower it
+
     try:
+        size = zf.getinfo(name).file_size
+        if size > archive.MAX_MEMBER_BYTES:
+            raise CheckpointError(path, f"{member}:{name}", f"entry declares {size} bytes uncompressed, "
+                                  f"more than the {archive.MAX_MEMBER_BYTES}-byte limit")
         return zf.read(name)
     except KeyError:
         raise CheckpointError(path, f"{member}:{name}", "entry missing from the torch archive") from None
