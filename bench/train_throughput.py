@@ -1,0 +1,175 @@
+"""Training throughput: jaxrl-agents PPO/TRPO vs Stable-Baselines3 PPO / sb3-contrib TRPO.
+
+Prints environment steps per second *including the updates* for the paper configurations on the
+quantgate environment (PPO 64 envs x 128 steps, 10 epochs x 32 minibatches; TRPO 4 envs x 2048 steps,
+CG 15, critic 10 epochs of 128), beside SB3 PPO and sb3-contrib TRPO with the same hyper-parameters on
+the Gymnasium env ``quantgate_env:ZCQPEE-v0`` (DummyVecEnv, as an SB3 user would run it), the speed-up
+ratios, each run's peak memory (max RSS of its own process), and the per-seed cost of S seeds trained
+together (vmap, one program) against seeds trained apart (S separate single-seed runs).
+
+Each case runs in its own subprocess so the peak memory is that case's alone. Timing starts after one
+warm-up update (compilation for JAX, the environment's jit for SB3).
+
+    uv run python bench/train_throughput.py                  # everything, 4 timed updates each
+    uv run python bench/train_throughput.py --updates 2 --skip-sb3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+UPDATE_STEPS = 8192  # both paper configs collect 8192 environment steps per update
+GYM_ID = "quantgate_env:ZCQPEE-v0"
+HARMONIC_K = 10**0.4
+LR0 = 3e-4
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kB
+
+
+def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    import quantgate_env
+    from jaxrl_agents.algorithms import compile_algorithm, make_config
+
+    # A long run's config (20M steps), so the learning-rate schedule is the paper's.
+    cfg = make_config(algo, {"total_steps": 20_000_000})
+    with jax.enable_x64(True):
+        env = quantgate_env.make()
+        compiled = compile_algorithm(algo, env, cfg)
+        keys = jnp.stack([jax.random.PRNGKey(s) for s in range(n_seeds)])
+        state = compiled.init(keys, env.default_params)
+        t0 = time.perf_counter()
+        state, stats = compiled.update(state, env.default_params)
+        jax.block_until_ready(state)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(updates):
+            state, stats = compiled.update(state, env.default_params)
+        jax.block_until_ready(state)
+        elapsed = time.perf_counter() - t0
+    steps = updates * cfg.rollout_size * n_seeds
+    return {"steps_per_s": steps / elapsed, "s_per_update": elapsed / updates,
+            "first_update_s": first, "seeds": n_seeds}
+
+
+def _harmonic(progress_remaining: float) -> float:
+    # SB3 passes progress_remaining 1 -> 0; lr = lr0 / (1 + k * progress_done).
+    return LR0 / (1.0 + HARMONIC_K * (1.0 - progress_remaining))
+
+
+def _sb3_case(algo: str, updates: int) -> dict:
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import quantgate_env  # noqa: F401  (registers the Gymnasium id)
+
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        venv = make_vec_env(GYM_ID, n_envs=64)
+        model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, n_epochs=10,
+                    learning_rate=_harmonic, gamma=0.99, gae_lambda=0.95, clip_range=0.2,
+                    ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, device="cpu", seed=0,
+                    policy_kwargs=dict(net_arch=dict(pi=[128, 128], vf=[128, 128]),
+                                       activation_fn=torch.nn.Tanh))
+    else:
+        from sb3_contrib import TRPO
+
+        venv = make_vec_env(GYM_ID, n_envs=4)
+        model = TRPO("MlpPolicy", venv, n_steps=2048, batch_size=128, gamma=0.99, gae_lambda=0.95,
+                     cg_max_steps=15, cg_damping=0.1, line_search_shrinking_factor=0.8,
+                     line_search_max_iter=10, n_critic_updates=10, target_kl=0.01,
+                     learning_rate=_harmonic, device="cpu", seed=0,
+                     policy_kwargs=dict(net_arch=dict(pi=[128, 128], vf=[128, 128]),
+                                        activation_fn=torch.nn.ReLU))
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=UPDATE_STEPS, reset_num_timesteps=True)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=updates * UPDATE_STEPS, reset_num_timesteps=False)
+    elapsed = time.perf_counter() - t0
+    return {"steps_per_s": updates * UPDATE_STEPS / elapsed, "s_per_update": elapsed / updates,
+            "first_update_s": first, "seeds": 1, "torch_threads": torch.get_num_threads()}
+
+
+def _run_one(case: str, updates: int) -> dict:
+    kind, algo, seeds = case.split(":")
+    if kind == "jax":
+        out = _jax_case(algo, int(seeds), updates)
+    else:
+        out = _sb3_case(algo, updates)
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _spawn(case: str, updates: int) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", case, "--updates", str(updates)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    if p.returncode != 0:
+        return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--updates", type=int, default=4, help="timed updates per case (after warm-up)")
+    ap.add_argument("--seeds-together", type=int, default=4, help="S for the seeds comparison")
+    ap.add_argument("--skip-sb3", action="store_true", help="JAX cases only")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one case
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(_run_one(args.one, args.updates)))
+        return
+
+    try:
+        import quantgate_env  # noqa: F401
+    except ImportError:
+        sys.exit("bench/train_throughput.py needs quantgate_env (the environment package)")
+    s = args.seeds_together
+    cases = ["jax:ppo:1", "jax:trpo:1"]
+    if not args.skip_sb3:
+        cases += ["sb3:ppo:1", "sb3:trpo:1"]
+    cases += [f"jax:ppo:{s}", f"jax:trpo:{s}"]
+    results = {}
+    for case in cases:
+        print(f"running {case} ...", file=sys.stderr, flush=True)
+        results[case] = _spawn(case, args.updates)
+
+    print(f"\ntraining throughput, {os.cpu_count()} CPU cores, {args.updates} timed updates of "
+          f"{UPDATE_STEPS} steps per case (env steps/s include the updates)\n")
+    print(f"{'case':<26}{'steps/s':>10}{'s/update':>10}{'1st update s':>14}{'peak RSS MB':>13}")
+    labels = {"jax:ppo:1": "jaxrl-agents PPO", "jax:trpo:1": "jaxrl-agents TRPO",
+              "sb3:ppo:1": "SB3 PPO", "sb3:trpo:1": "sb3-contrib TRPO",
+              f"jax:ppo:{s}": f"jaxrl-agents PPO x{s} seeds", f"jax:trpo:{s}": f"jaxrl-agents TRPO x{s} seeds"}
+    for case in cases:
+        r = results[case]
+        if "error" in r:
+            print(f"{labels[case]:<26}  error: {r['error']}")
+            continue
+        print(f"{labels[case]:<26}{r['steps_per_s']:>10,.0f}{r['s_per_update']:>10.2f}"
+              f"{r['first_update_s']:>14.1f}{r['peak_rss_mb']:>13,.0f}")
+    print()
+    for algo in ("ppo", "trpo"):
+        j, b = results.get(f"jax:{algo}:1", {}), results.get(f"sb3:{algo}:1", {})
+        if "steps_per_s" in j and "steps_per_s" in b:
+            print(f"speed-up {algo.upper()}: jaxrl-agents / SB3 = {j['steps_per_s'] / b['steps_per_s']:.1f}x")
+    for algo in ("ppo", "trpo"):
+        one, many = results.get(f"jax:{algo}:1", {}), results.get(f"jax:{algo}:{s}", {})
+        if "s_per_update" in one and "s_per_update" in many:
+            together = many["s_per_update"] / s
+            print(f"{algo.upper()} per seed and update: {s} seeds together {together:.2f} s, apart "
+                  f"{one['s_per_update']:.2f} s ({one['s_per_update'] / together:.2f}x cheaper together)")
+
+
+if __name__ == "__main__":
+    main()
