@@ -12,7 +12,7 @@ from .keymap import convert_state_dict
 __all__ = ["load", "resolve_activation"]
 
 
-def resolve_activation(activation: str | None, path=None) -> str | None:
+def resolve_activation(activation: str | None) -> str | None:
     """Normalise a user-given activation to SB3's class name (``"relu"`` / ``"ReLU"`` -> ``"ReLU"``).
 
     Returns ``None`` for ``None``. Raises ``ValueError`` naming the accepted names otherwise.
@@ -65,7 +65,7 @@ def load(path, *, activation: str | None = None):
     # CLI's help stay fast and usable where only numpy is installed.
     from jaxrl_agents import ACTIVATIONS, ActorCritic, Policy
 
-    override = resolve_activation(activation, path)
+    override = resolve_activation(activation)
     summary, state, version = read_checkpoint(path)
     raise_if_unsupported(path, find_problems(summary, state, override))
     discrete = summary.action_space.kind == "Discrete"
