@@ -1,0 +1,181 @@
+"""Robustness maps: how a pulse or a policy performs on devices detuned from the nominal one.
+
+Both qubit frequencies are shifted on an n x n grid of offsets (MHz) and the gate is evaluated on
+every device at once (``vmap`` over the device pytree). Two numbers per device:
+
+* ``jt_at_gate_time``: J_T when the gate is stopped at the nominal device's best time (the gate
+  duration is calibrated once, on the nominal device: what an experiment would do);
+* ``jt_best``: the best J_T over the episode on that device (optimistic: re-calibrated timing).
+
+A policy is anything with ``act(obs_batch) -> actions`` on a (B, obs_dim) batch, deterministic
+(e.g. a jaxrl-agents ``Policy`` or an sb3-bridge import): it sees each device's state, so it can
+adapt; a pulse is played open loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .device import DeviceParams, nominal_device, validate_device
+from .drift import DRIFT_RANGES
+from .env import GateEnv, make
+from .precision import x64_scope
+from .propagation import taylor_plan, theta_bound
+from .pulses import PLAN_MARGIN, pulse_metrics
+from .validation import finite_array, positive_number
+
+__all__ = ["RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
+
+
+def resolve_half_width(half_width_mhz: float | str) -> float:
+    """A half-width in MHz, or the name of a range in ``DRIFT_RANGES`` ("recool" = 5.7 MHz)."""
+    if isinstance(half_width_mhz, str):
+        if half_width_mhz not in DRIFT_RANGES:
+            raise ValueError(f"half_width_mhz: expected a number or one of {tuple(DRIFT_RANGES)}, got {half_width_mhz!r}")
+        return DRIFT_RANGES[half_width_mhz]
+    return positive_number("half_width_mhz", half_width_mhz)
+
+
+def detuning_grid(half_width_mhz: float | str, n: int = 11, device: DeviceParams | None = None):
+    """Devices with both qubit frequencies offset on an n x n grid of linspace(-hw, hw, n) MHz.
+
+    Returns:
+        (devices, offsets): a DeviceParams whose leaves have a leading (n*n,) axis, and the
+        (n*n, 2) offsets (MHz) of (q0, q1); row-major with q0 varying slowest. The centre (n odd)
+        is the nominal device.
+    """
+    hw = resolve_half_width(half_width_mhz)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n: expected a positive integer, got {n!r}")
+    base = validate_device(nominal_device() if device is None else device, "device")
+    axis = np.linspace(-hw, hw, n) if n > 1 else np.zeros(1)
+    offsets = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
+    stacked = DeviceParams(*(np.broadcast_to(f, (len(offsets),) + f.shape).copy() for f in base))
+    return stacked._replace(omega_q=stacked.omega_q + 1e-3 * offsets), offsets
+
+
+@dataclasses.dataclass
+class RobustnessMap:
+    """Result of a robustness scan.
+
+    Attributes:
+        offsets_mhz: (n*n, 2) qubit offsets (q0, q1), MHz.
+        jt_at_gate_time: (n*n,) J_T at the nominal device's best time.
+        jt_best: (n*n,) best J_T over time on each device.
+        gate_time: the nominal best time, ns.
+        n: grid size per axis.
+    """
+
+    offsets_mhz: np.ndarray
+    jt_at_gate_time: np.ndarray
+    jt_best: np.ndarray
+    gate_time: float
+    n: int
+
+    def summary(self) -> dict[str, float]:
+        """Nominal, median, mean and worst J_T at the gate time, and the median best J_T."""
+        centre = int(np.argmin(np.abs(self.offsets_mhz).sum(axis=1)))
+        jt = self.jt_at_gate_time
+        return {
+            "gate_time_ns": self.gate_time,
+            "nominal_JT": float(jt[centre]),
+            "median_JT": float(np.median(jt)),
+            "mean_JT": float(np.mean(jt)),
+            "worst_JT": float(np.max(jt)),
+            "median_best_JT": float(np.median(self.jt_best)),
+        }
+
+    def save_npz(self, path) -> None:
+        np.savez(path, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
+                 jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
+
+    def save_png(self, path, title: str = "") -> None:
+        """Heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as err:  # optional: quantgate-env[plot]
+            raise ImportError("save_png needs matplotlib: pip install 'quantgate-env[plot]'") from err
+        grid = np.log10(self.jt_at_gate_time.reshape(self.n, self.n))
+        axis = self.offsets_mhz[:: self.n, 0]
+        fig, ax = plt.subplots(figsize=(5, 4.2))
+        extent = [axis[0], axis[-1], axis[0], axis[-1]] if self.n > 1 else None
+        image = ax.imshow(grid.T, origin="lower", extent=extent, cmap="viridis_r", aspect="auto")
+        fig.colorbar(image, ax=ax, label=r"$\log_{10} J_T$")
+        ax.set_xlabel(r"$\Delta\omega_{q0}/2\pi$ (MHz)")
+        ax.set_ylabel(r"$\Delta\omega_{q1}/2\pi$ (MHz)")
+        s = self.summary()
+        ax.set_title(title or f"J_T at {s['gate_time_ns']:.2f} ns: median {s['median_JT']:.2g}, worst {s['worst_JT']:.2g}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+
+def _nominal_index(offsets: np.ndarray) -> int:
+    return int(np.argmin(np.abs(offsets).sum(axis=1)))
+
+
+def pulse_robustness(amps, *, dt: float = 0.05, half_width_mhz: float | str = "recool", n: int = 11,
+                     gate_time: float | None = None, objective: str = "pe") -> RobustnessMap:
+    """Robustness map of a fixed pulse (amplitudes in rad/ns, sample k on (t_k, t_{k+1}]).
+
+    Args:
+        gate_time: stop time in ns; default: the time of the nominal device's best J_T.
+    """
+    amps = finite_array("amps", amps, ndim=1)
+    dt = positive_number("dt", dt)
+    devices, offsets = detuning_grid(half_width_mhz, n)
+    peak = float(np.abs(amps).max())
+    theta = max(theta_bound(DeviceParams(*(np.asarray(f[i]) for f in devices)), peak, dt) for i in range(len(offsets)))
+    plan = taylor_plan(PLAN_MARGIN * theta)
+    run = jax.jit(jax.vmap(pulse_metrics, in_axes=(None, 0, None, None, None)), static_argnums=(2, 3, 4))
+    with x64_scope():
+        jt = np.asarray(run(jnp.asarray(amps), devices, dt, plan, objective).JT)
+    times = dt * np.arange(1, amps.size + 1)
+    centre = _nominal_index(offsets)
+    stop = int(np.argmin(jt[centre])) if gate_time is None else int(np.argmin(np.abs(times - gate_time)))
+    return RobustnessMap(offsets, jt[:, stop], jt.min(axis=1), float(times[stop]), n)
+
+
+@functools.lru_cache(maxsize=8)
+def _batched_step(env: GateEnv):
+    return jax.jit(jax.vmap(env.step, in_axes=(None, 0, 0, None))), jax.jit(jax.vmap(env.reset_to))
+
+
+def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv | None = None,
+                      half_width_mhz: float | str = "recool", n: int = 11) -> RobustnessMap:
+    """Robustness map of a policy: one deterministic episode per device, all devices in a batch.
+
+    An episode stops at truncation (steps after it do not count), as the trainer's evaluation.
+
+    Args:
+        act: maps a (B, obs_dim) float32 batch to (B, K) actions (deterministic).
+        env: the functional environment the policy was trained on (default: the paper's).
+    """
+    env = make() if env is None else env
+    devices, offsets = detuning_grid(half_width_mhz, n)
+    step, reset_to = _batched_step(env)
+    jts, alive_steps, times = [], [], []
+    with x64_scope():
+        obs, state = reset_to(devices)
+        alive = np.ones(len(offsets), dtype=bool)
+        for _ in range(env.max_episode_steps):
+            action = np.asarray(act(np.asarray(obs, dtype=np.float32)), dtype=np.float64)
+            obs, state, reward, term, trunc, info = step(jax.random.PRNGKey(0), state, jnp.asarray(action), env.eval_params)
+            jts.append(np.asarray(info["JT"]))
+            alive_steps.append(alive.copy())
+            times.append(float(np.asarray(info["t"])[0]))
+            alive &= ~np.asarray(trunc)
+    jt = np.where(np.array(alive_steps), np.array(jts), np.nan).T  # (devices, steps)
+    centre = _nominal_index(offsets)
+    stop = int(np.nanargmin(jt[centre]))
+    at_gate = np.where(np.isnan(jt[:, stop]), 1.0, jt[:, stop])  # truncated before the gate time
+    return RobustnessMap(offsets, at_gate, np.nanmin(jt, axis=1), times[stop], n)
