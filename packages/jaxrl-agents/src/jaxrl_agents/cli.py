@@ -88,8 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--algo", default="ppo")
     pre.add_argument("--resume", default=None)
     known, _ = pre.parse_known_args(argv)
+    if known.algo in ("ippo", "ippo_lag"):  # multi-agent: its own small code path
+        from .ippo_cli import main as ippo_main
+
+        return ippo_main(argv)
     if known.algo not in ALGORITHMS:
-        print(f"jaxrl-train: error: --algo: expected one of {sorted(ALGORITHMS)}, got "
+        choices = sorted(ALGORITHMS) + ["ippo", "ippo_lag"]
+        print(f"jaxrl-train: error: --algo: expected one of {choices}, got "
               f"{known.algo!r}", file=sys.stderr)
         return 2
     parser = build_parser(known.algo)

@@ -45,12 +45,14 @@ def parse_env_options(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def load_env(spec: str, options: Mapping[str, Any] | None = None):
+def load_env(spec: str, options: Mapping[str, Any] | None = None, check: bool = True):
     """Import ``module:factory``, call it with `options`, check the result.
 
     Args:
         spec: "module.path:factory_name".
         options: keyword arguments of the factory.
+        check: verify the functional step contract (`check_env`); False for other kinds of
+            environment (IPPO's PettingZoo ParallelEnvs, which it validates itself).
 
     Returns:
         The environment object (checked with `check_env`).
@@ -75,7 +77,8 @@ def load_env(spec: str, options: Mapping[str, Any] | None = None):
         env = factory(**options)
     except TypeError as e:
         raise ValueError(f"env options: {spec} rejected {sorted(options)}: {e}") from e
-    check_env(env, name=spec)
+    if check:
+        check_env(env, name=spec)
     return env
 
 
