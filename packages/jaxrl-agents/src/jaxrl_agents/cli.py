@@ -93,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return ippo_main(argv)
     if known.algo not in ALGORITHMS:
-        choices = sorted(ALGORITHMS) + ["ippo", "ippo_lag"]
-        print(f"jaxrl-train: error: --algo: expected one of {choices}, got "
+        print(f"jaxrl-train: error: --algo: expected one of {sorted(ALGORITHMS)}, got "
               f"{known.algo!r}", file=sys.stderr)
         return 2
     parser = build_parser(known.algo)
