@@ -175,3 +175,42 @@ def test_cli_evaluate_writes_the_paper_pulse(trained, tmp_path, capsys):
     assert header == [",amplist,tlist", "0,0.0,0.0"]
     amps, dt = quantgate_env.load_pulse_csv(tmp_path / "pulse.csv")
     assert amps.shape == (3 * n,) and dt == pytest.approx(0.05)
+
+
+@pytest.mark.slow
+def test_full_pulse_closed_loop_separation_is_measured(trained):
+    """Over a whole 333-step pulse (oob_mode="clip", so the episode is not cut short) the two closed
+    loops agree early and then separate (README, "How closely a replay in JAX reproduces SB3");
+    SB3's actions replayed open loop through the functional env still agree exactly."""
+    import jax
+
+    model, path = trained
+    env = gym.make(ENV_ID, oob_mode="clip")
+    obs, _ = env.reset(seed=0)
+    actions, amps, jt = [], [], []
+    done = False
+    while not done:
+        action, _ = model.predict(obs, deterministic=True)
+        obs, _, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        amps.append(info["amps"])
+        jt.append(info["JT"])
+        done = terminated or truncated
+    amps, jt = np.asarray(amps), np.asarray(jt)
+    (ep,) = sb3_bridge.evaluate(sb3_bridge.load(path), "quantgate_env:make", env_options={"oob_mode": "clip"})
+    assert ep["alive"].all() and len(jt) == 333
+    du = np.abs(ep["amps"] - amps).max(axis=1)
+    for k in (10, 30, 60, 100, 200, 332):
+        print(f"step {k:3d} (t={ep['t'][k]:.2f} ns): max|du| so far {du[:k + 1].max():.2e} rad/ns, "
+              f"max|dJT| so far {np.abs(ep['JT'] - jt)[:k + 1].max():.2e}")
+    assert du[:10].max() < 1e-5
+
+    core = quantgate_env.make(oob_mode="clip")
+    with jax.enable_x64(True):
+        step = jax.jit(core.step)
+        _, state = core.reset(jax.random.PRNGKey(0), core.eval_params)
+        replay_jt = []
+        for action in actions:
+            _, state, _, _, _, info = step(jax.random.PRNGKey(0), state, action, core.eval_params)
+            replay_jt.append(float(info["JT"]))
+    np.testing.assert_allclose(replay_jt, jt, atol=1e-8, rtol=0)

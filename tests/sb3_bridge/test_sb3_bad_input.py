@@ -378,3 +378,23 @@ def test_box_actions_without_log_std_are_named(ppo_box, tmp_path):
     del state["log_std"]
     err = _error(_with_state(ppo_box, tmp_path / "m.zip", state))
     assert "missing ['log_std']" in str(err) and "Box action space" in str(err)
+
+
+def test_multi_dimensional_box_actions_load_flat(ppo_box, tmp_path):
+    # The paper's v1 env had a Box of shape (1, 3); SB3 flattens it for action_net (3 outputs).
+    state = _state(ppo_box)
+    rng = np.random.default_rng(0)
+    state["action_net.weight"] = rng.standard_normal((3, 32)).astype(np.float32)
+    state["action_net.bias"] = np.zeros(3, np.float32)
+    state["log_std"] = np.zeros(3, np.float32)
+    data = read_data(ppo_box)
+    data["action_space"].update({"_shape": [1, 3], "low": "[[-1. -1. -1.]]", "high": "[[1. 1. 1.]]"})
+    path = tmp_path / "v1.zip"
+    rewrite_checkpoint(ppo_box, path, data=data, policy_pth=torch_state_dict_bytes(state))
+    policy = sb3_bridge.load(path)
+    assert policy.model.action_shape == (3,)
+    assert policy.act(np.zeros(3, np.float32)).shape == (3,)
+    assert policy.metadata["action_space"]["shape"] == [1, 3]
+    data["action_space"]["_shape"] = [2, 3]
+    rewrite_checkpoint(ppo_box, path, data=data, policy_pth=torch_state_dict_bytes(state))
+    assert "action_net has 3 outputs but data's action_space has shape [2, 3]" in str(_error(path))
