@@ -22,7 +22,11 @@ from .distributions import (
 )
 from .envs import check_env, load_env
 from .evaluation import eval_summary, evaluate_episode, format_eval_line
-from .gae import gae
+from .gae import gae, gae_next_values
+from .ippo import IPPO
+from .ippo_config import IPPOConfig, IPPOLagrangianConfig, validate_ippo_config
+from .ippo_lagrangian import IPPO_Lagrangian
+from .marl_spaces import MARLPolicy
 from .networks import ACTIVATIONS, ActorCritic, mlp_apply, mlp_init
 from .policy import Policy, load_policy
 from .ppo import PPOConfig, ppo_loss
@@ -36,6 +40,13 @@ __version__ = "0.1.0"
 __all__ = [
     "ACTIVATIONS",
     "ActorCritic",
+    "IPPO",
+    "IPPOConfig",
+    "IPPOLagrangianConfig",
+    "IPPO_Lagrangian",
+    "MARLPolicy",
+    "gae_next_values",
+    "validate_ippo_config",
     "Categorical",
     "DiagGaussian",
     "MultiCategorical",
