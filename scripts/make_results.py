@@ -1,0 +1,214 @@
+"""Regenerate docs/results.md (tables and figures) from training run directories.
+
+    uv run python scripts/make_results.py RUN_DIR [RUN_DIR ...] [--out docs/results.md]
+
+Nothing in the page is typed by hand: every figure of this project comes from the run directories
+(config.json, progress.csv, evals.npz, best_policy/) and from the stored paper pulse; the paper's
+and the reference's figures are the cited constants in ``REFERENCE`` below. Runs that are still
+going are summarised as far as they got (the page says how far).
+
+Per run: best evaluation J_T and its gate time, 1 - U at best, the first perfect entangler of the
+best episode, steps and wall-clock to J_T < 1e-2, 1e-3, 1e-4, and, with ``--robustness``, the best
+policy's J_T over an 11 x 11 grid of qubit detunings in the recool range (+-5.7 MHz).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+
+import numpy as np
+
+THRESHOLDS = (1e-2, 1e-3, 1e-4)
+
+# Cited figures (shared/spec/reference-results.md): the paper's TRPO agent and the JAX reference.
+REFERENCE = [
+    ("paper (v1 TRPO, SB3)", "9.5e-5", "17.25", "12.6M", "~9 h", "1.2e-4 to 1.3e-4"),
+    ("JAX reference TRPO s123", "9.8e-4", "46.8", "19.9M", "115 min / 20M (16 threads)", "1.3e-3"),
+    ("JAX reference PPO best seed (s3)", "1.1e-4", "-", "16.8M", "~1 h / 20M (16 threads)", "1.4e-4"),
+    ("JAX reference PPO median of 4 seeds", "4.3e-4", "-", "-", "-", "5.7e-4"),
+]
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_run(run_dir: str) -> dict:
+    """Summary of one run directory (works on unfinished runs)."""
+    with open(os.path.join(run_dir, "config.json")) as handle:
+        config = json.load(handle)
+    with open(os.path.join(run_dir, "progress.csv")) as handle:
+        rows = list(csv.DictReader(handle))
+    evals = [r for r in rows if r.get("eval_JT_min") not in (None, "")]
+    summary = {
+        "run": os.path.basename(os.path.normpath(run_dir)),
+        "dir": run_dir,
+        "algo": config["algo"],
+        "seed": config["seed"],
+        "tag": config.get("tag", ""),
+        "argv": " ".join(config.get("argv", [])),
+        "total_steps": config["algo_config"]["total_steps"],
+        "steps_done": int(_float(rows[-1]["step"])) if rows else 0,
+        "wall_done": _float(rows[-1]["wall"]) if rows else math.nan,
+        "env_options": config.get("env_options", {}),
+    }
+    if not evals:
+        return summary
+    jt = np.array([_float(r["eval_JT_min"]) for r in evals])
+    best = int(np.nanargmin(jt))
+    summary.update(
+        best_JT=jt[best],
+        best_t=_float(evals[best]["eval_t_JT_min"]),
+        best_step=int(_float(evals[best]["step"])),
+        best_wall=_float(evals[best]["wall"]),
+        best_1mU=_float(evals[best]["eval_1mU_at_best"]),
+        best_first_PE=_float(evals[best]["eval_t_first_PE"]),
+    )
+    for threshold in THRESHOLDS:
+        hit = np.flatnonzero(jt < threshold)
+        summary[f"steps_{threshold:.0e}"] = int(_float(evals[hit[0]]["step"])) if hit.size else None
+        summary[f"wall_{threshold:.0e}"] = _float(evals[hit[0]]["wall"]) if hit.size else None
+    summary["curve"] = (np.array([_float(r["step"]) for r in evals]), jt)
+    return summary
+
+
+def _fmt(x, kind="g") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if kind == "steps":
+        return f"{x / 1e6:.2f}M"
+    if kind == "wall":
+        return f"{x / 60:.1f} min"
+    if kind == "t":
+        return f"{x:.2f}"
+    return f"{x:.2e}"
+
+
+def _robustness(summary: dict, figures: str) -> dict | None:
+    """Best policy of a run over the recool detuning grid (11 x 11), with a PNG heat map."""
+    from jaxrl_agents import load_policy
+    from quantgate_env import make
+    from quantgate_env.robustness import policy_robustness
+
+    policy = load_policy(summary["dir"])
+    env = make(**summary["env_options"])
+    result = policy_robustness(lambda obs: policy.act(obs, deterministic=True), env=env,
+                               half_width_mhz="recool", n=11)
+    path = os.path.join(figures, f"robustness_{summary['run']}.png")
+    result.save_png(path, title=f"{summary['run']}: best policy, recool range")
+    return dict(result.summary(), png=path)
+
+
+def _learning_curves(groups: dict, figures: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, runs in groups.items():
+        for run in runs:
+            if "curve" in run:
+                steps, jt = run["curve"]
+                ax.plot(steps / 1e6, np.minimum.accumulate(jt), label=f"{name} s{run['seed']}")
+    ax.axhline(9.5e-5, color="k", ls="--", lw=0.8, label="paper 9.5e-5")
+    ax.set_yscale("log")
+    ax.set_xlabel("environment steps (millions)")
+    ax.set_ylabel("best evaluation J_T so far")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(figures, "learning_curves.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_page(runs: list[dict], out: str, figures: str, robustness: bool) -> str:
+    from jaxrl_agents.plot import plot_run
+
+    os.makedirs(figures, exist_ok=True)
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(f"{run['algo']} {run['tag']}".strip(), []).append(run)
+    rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(out)))  # noqa: E731
+
+    lines = ["# Results", "", "Generated by `scripts/make_results.py` from the run directories listed below; "
+             "do not edit by hand.", ""]
+    lines += ["## Training runs on the paper's environment", "",
+              "| run | steps done | best J_T | at (ns) | 1 - U there | first PE (ns) | to 1e-2 | to 1e-3 | to 1e-4 | wall to 1e-2 / 1e-3 / 1e-4 |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        walls = " / ".join(_fmt(run.get(f"wall_{t:.0e}"), "wall") for t in THRESHOLDS)
+        lines.append(
+            f"| {run['run']} | {_fmt(run['steps_done'], 'steps')} of {_fmt(run['total_steps'], 'steps')} | "
+            f"{_fmt(run.get('best_JT'))} | {_fmt(run.get('best_t'), 't')} | {_fmt(run.get('best_1mU'))} | "
+            f"{_fmt(run.get('best_first_PE'), 't')} | "
+            + " | ".join(_fmt(run.get(f"steps_{t:.0e}"), "steps") for t in THRESHOLDS) + f" | {walls} |")
+    lines += ["", "Per group (median over seeds of the best J_T):", ""]
+    for name, group in groups.items():
+        best = [r["best_JT"] for r in group if "best_JT" in r]
+        if best:
+            lines.append(f"- {name}: {len(best)} seed(s), median best J_T {statistics.median(best):.2e}, "
+                         f"best {min(best):.2e}")
+    lines += ["", "For comparison (cited, not measured here):", "",
+              "| agent | best J_T | at (ns) | steps to best | wall | 1 - U at best |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {' | '.join(row)} |" for row in REFERENCE]
+
+    lines += ["", "## Figures", "", f"![learning curves]({rel(_learning_curves(groups, figures))})", ""]
+    for name, group in groups.items():
+        done = [r for r in group if "best_JT" in r]
+        if not done:
+            continue
+        top = min(done, key=lambda r: r["best_JT"])
+        target = os.path.join(figures, top["run"])
+        for png in plot_run(top["dir"], target):
+            lines.append(f"![{name} {os.path.basename(png)}]({rel(png)})")
+        lines.append("")
+
+    if robustness:
+        lines += ["## Robustness of the best policies (recool range, +-5.7 MHz on both qubits, 11 x 11)", "",
+                  "| run | gate time (ns) | nominal J_T | median J_T | worst J_T |", "| --- | --- | --- | --- | --- |"]
+        pngs = []
+        for run in runs:
+            if "best_JT" not in run:
+                continue
+            rob = _robustness(run, figures)
+            pngs.append(rob["png"])
+            lines.append(f"| {run['run']} | {rob['gate_time_ns']:.2f} | {rob['nominal_JT']:.2e} | "
+                         f"{rob['median_JT']:.2e} | {rob['worst_JT']:.2e} |")
+        lines += [""] + [f"![robustness]({rel(p)})" for p in pngs] + [""]
+
+    lines += ["## Commands", "", "Each run was started with (see its config.json):", ""]
+    lines += [f"- `{run['run']}`: `{run['argv']}`" for run in runs]
+    lines += ["", "Interrupted runs continue with `jaxrl-train --resume RUN_DIR`.", ""]
+    with open(out, "w") as handle:
+        handle.write("\n".join(lines))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="run directories")
+    parser.add_argument("--out", default="docs/results.md")
+    parser.add_argument("--figures", default="docs/figures")
+    parser.add_argument("--robustness", action="store_true", help="also map each best policy over the recool grid")
+    args = parser.parse_args(argv)
+    runs = [read_run(d) for d in args.runs if os.path.exists(os.path.join(d, "progress.csv"))]
+    if not runs:
+        parser.error("no run directory with a progress.csv among the arguments")
+    print(write_page(runs, args.out, args.figures, args.robustness))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
