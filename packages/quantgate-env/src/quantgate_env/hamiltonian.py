@@ -28,6 +28,8 @@ __all__ = [
     "SECTOR2_IDX",
     "SECTOR1_CONTROL",
     "SECTOR2_CONTROL",
+    "CONTROL_LINES",
+    "line_diagonals",
     "SectorDrift",
     "full_drift_hamiltonian",
     "full_control_hamiltonian",
@@ -94,6 +96,31 @@ def full_drift_hamiltonian(device: DeviceParams) -> jnp.ndarray:
     for j in range(2):
         h = h + _TWO_PI * device.g[j] * jnp.asarray(_EXCHANGE[j], dtype)
     return h
+
+
+#: Control lines, each the bare number operator of one mode (u in rad/ns, no 2 pi): the coupler
+#: (u_c b^dag b, the paper's control) and the two qubits (frequency shifts u_j a_j^dag a_j).
+CONTROL_LINES = ("coupler", "q0", "q1")
+_LINE_MODE = {"q0": 0, "q1": 1, "coupler": 2}
+
+
+def line_diagonals(line: str) -> tuple[np.ndarray, np.ndarray]:
+    """Diagonals of a control line's number operator in the N=1 and N=2 blocks.
+
+    Number operators conserve N, so inside each block a line is just a diagonal: e.g. q0 is
+    (0, 0, 1) on (|001>, |010>, |100>) and (0, 0, 0, 1, 1, 2) on the N=2 block. Read off the
+    27-dim operator, like the drift blocks, so they cannot disagree with the model.
+
+    Args:
+        line: one of ``CONTROL_LINES``.
+
+    Returns:
+        ((3,), (6,)) float arrays; for "coupler" equal to SECTOR1_CONTROL, SECTOR2_CONTROL.
+    """
+    if line not in _LINE_MODE:
+        raise ValueError(f"line: expected one of {CONTROL_LINES}, got {line!r}")
+    number = np.diagonal(_NUMBER[_LINE_MODE[line]])
+    return number[SECTOR1_IDX].copy(), number[SECTOR2_IDX].copy()
 
 
 def full_control_hamiltonian() -> np.ndarray:
