@@ -148,3 +148,27 @@ def test_cli_reports_bad_checkpoints(tmp_path, capsys):
     bad.write_text("nope")
     assert main(["evaluate", str(bad), "--env", "CartPole-v1"]) == 2
     assert "not a zip file" in capsys.readouterr().err
+
+
+def test_policy_and_env_mismatch_is_reported_before_running(box_policy):
+    with pytest.raises(ValueError, match=r"CartPole-v1 observes shape \(4,\), but the policy takes 3 inputs"):
+        sb3_bridge.evaluate(box_policy, "CartPole-v1")
+    import gymnasium as gym
+
+    class ThreeObsDiscrete(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (3,))
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError, match=r"action space Discrete\(2\), but the policy outputs gaussian"):
+        sb3_bridge.evaluate(box_policy, ThreeObsDiscrete())
+
+
+def test_cli_inspect_exit_code_for_unsupported(tmp_path, capsys):
+    from sb3_craft import read_data, rewrite_checkpoint
+    data = read_data(FIXTURES / "ppo_box.zip")
+    data["use_sde"] = True
+    rewrite_checkpoint(FIXTURES / "ppo_box.zip", tmp_path / "sde.zip", data=data)
+    assert main(["inspect", str(tmp_path / "sde.zip")]) == 3
+    assert "NOT LOADABLE" in capsys.readouterr().out
+    assert main(["evaluate", str(tmp_path / "sde.zip"), "--env", "Pendulum-v1"]) == 2
+    assert "gSDE" in capsys.readouterr().err

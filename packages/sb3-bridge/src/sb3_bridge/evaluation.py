@@ -106,6 +106,7 @@ def evaluate(policy, env: Any = "quantgate_env:make", *, env_options: Mapping[st
     if not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes: expected a positive int, got {episodes!r}")
     env_obj, kind = resolve_env(env, env_options)
+    _check_compatible(policy, env_obj, env)
     if kind == "functional":
         return _functional_episodes(policy, env_obj, int(episodes), int(seed))
     try:
@@ -127,6 +128,26 @@ def _episode_fn():
         from jaxrl_agents.evaluation import evaluate_episode
         _compiled_episode = jax.jit(evaluate_episode, static_argnums=(0, 2))
     return _compiled_episode
+
+
+def _check_compatible(policy, env, name) -> None:
+    """Fail before compiling when the policy cannot act in this environment."""
+    import gymnasium as gym
+    obs_space, act_space = env.observation_space, env.action_space
+    label = name if isinstance(name, str) else type(env).__name__
+    if int(np.prod(obs_space.shape)) != policy.model.obs_dim:
+        raise ValueError(f"env: {label} observes shape {obs_space.shape}, but the policy takes "
+                         f"{policy.model.obs_dim} inputs; evaluate it on the environment it was trained on")
+    if isinstance(act_space, gym.spaces.Discrete):
+        ok = policy.model.action_kind == "categorical" and policy.model.action_shape == (int(act_space.n),)
+    elif isinstance(act_space, gym.spaces.Box):
+        ok = policy.model.action_kind == "gaussian" and \
+            policy.model.action_shape == (int(np.prod(act_space.shape)),)
+    else:
+        ok = False
+    if not ok:
+        raise ValueError(f"env: {label} has action space {act_space}, but the policy outputs "
+                         f"{policy.model.action_kind} actions of shape {policy.model.action_shape}")
 
 
 def _functional_episodes(policy, env, episodes: int, seed: int):
