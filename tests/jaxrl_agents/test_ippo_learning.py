@@ -95,3 +95,20 @@ def test_compiled_dual_lifecycle_and_progress():
 def test_compiled_budget_below_one_update_is_rejected():
     with pytest.raises(ValueError, match="whole updates"):
         IPPO({**BASE, **COMPILED}).train(RiskyCore(HORIZON), 63)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_masks_hold_on_both_paths(compiled):
+    """Agent a1's mask always forbids "risky" (from the core's action_masks at reset and the info
+    after every step): it never pays a cost, while a0 explores both actions."""
+    cfg = {**BASE, **(COMPILED if compiled else {})}
+    env = (RiskyCore(HORIZON, forbid_risky=("a1",)) if compiled
+           else RiskyEnv(HORIZON, forbid_risky=("a1",)))
+    res = IPPO(cfg, seed=0).train(env, 64 * 2)
+    for h in res.history:
+        assert h["agents"]["a1"]["mean_reward"] == h["agents"]["a0"]["mean_reward"]  # team reward
+        assert h["agents"]["a1"]["entropy"] == pytest.approx(0.0, abs=1e-6)
+    probs = res.policies["a1"].action_probs(np.zeros(1, np.float32), np.array([True, False]))
+    np.testing.assert_array_equal(probs, [1.0, 0.0])
+    assert all(h["agents"]["a1"]["mean_cost"] == 0.0 for h in res.history)
+    assert all(h["agents"]["a0"]["mean_cost"] > 0.0 for h in res.history)

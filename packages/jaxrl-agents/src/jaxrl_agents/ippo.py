@@ -1,0 +1,200 @@
+"""IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv (or, compiled, on a
+functional multi-agent core; see marl_compiled.py).
+
+Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
+same network definition are *computed* together (their parameters stacked and the update vmapped),
+which changes nothing mathematically. One training cycle = collect a rollout of `n_steps`
+environment steps, then update every agent on its own transitions (ippo_update.make_agent_update).
+
+Budget: ``train(env, timesteps)`` takes `timesteps` environment steps (each gives one transition per
+agent). The last rollout is shortened to end exactly at the budget, and the learning-rate annealing
+divides by the exact number of optimiser applications of the whole run, including that short
+rollout and any reduced minibatch count (ippo_update.optimizer_applications).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .ippo_config import IPPOConfig, validate_ippo_config
+from .ippo_update import (init_agent_params, make_agent_update, make_optimizer,
+                          optimizer_applications, steps_per_update)
+from .marl_rollout import (ParallelRunner, check_parallel_env, group_agents, stack_params,
+                           unstack_params)
+from .marl_spaces import AgentSpaces, MARLPolicy
+
+__all__ = ["IPPO", "TrainResult", "check_budget", "is_functional_marl_env"]
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `IPPO.train` / `IPPO_Lagrangian.train` return.
+
+    Attributes:
+        policies: agent id -> `MARLPolicy` (a jaxrl_agents `Policy`: ``act(obs, rng=None)``,
+            ``action_probs(obs)``, ``value(obs)``, ``save``), usable outside training.
+        params: agent id -> full trained parameters (IPPO-Lagrangian: with ``cost_critic``).
+        history: one dict per rollout/update cycle: ``step`` (environment steps so far) and
+            ``agents`` (agent id -> scalar diagnostics).
+        timesteps: environment steps taken (= the budget).
+        lagrange_multipliers: agent id -> final multiplier (IPPO-Lagrangian only, else empty).
+    """
+
+    policies: dict
+    params: dict
+    history: list
+    timesteps: int
+    lagrange_multipliers: dict = dataclasses.field(default_factory=dict)
+
+
+def check_budget(timesteps) -> int:
+    """A positive integer number of environment steps (ValueError otherwise)."""
+    if isinstance(timesteps, bool) or not isinstance(timesteps, (int, np.integer)):
+        raise ValueError(f"timesteps: expected a positive integer number of environment steps, got "
+                         f"{timesteps!r} ({type(timesteps).__name__})")
+    if timesteps <= 0:
+        raise ValueError(f"timesteps: expected a positive integer, got {timesteps}")
+    return int(timesteps)
+
+
+def is_functional_marl_env(env) -> bool:
+    """Whether `env` offers the functional multi-agent core (pure reset / step_autoreset)."""
+    from pettingzoo import ParallelEnv
+
+    return (not isinstance(env, ParallelEnv) and callable(getattr(env, "reset", None))
+            and callable(getattr(env, "step_autoreset", None)) and hasattr(env, "agents")
+            and hasattr(env, "default_params"))
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_group_update(model, cfg: IPPOConfig, lagrangian: bool):
+    """jit(vmap over the G agents of a group) of the one-agent update."""
+    upd = make_agent_update(model, cfg, lagrangian)
+    return jax.jit(jax.vmap(upd, in_axes=(0, 0, 0, 0, 0, None, None)))
+
+
+def _mean_or_nan(xs) -> float:
+    return float(np.mean(xs)) if len(xs) else math.nan
+
+
+class IPPO:
+    """Independent PPO.
+
+    Args:
+        cfg: a mapping of `IPPOConfig` fields (validated by `validate_ippo_config`), a config
+            object, or None for the defaults.
+        seed: integer seed of parameter initialisation, action sampling and the environment's
+            first reset.
+    """
+
+    lagrangian = False
+    algo_name = "ippo"
+
+    def __init__(self, cfg=None, seed: int = 0):
+        self.cfg = validate_ippo_config(cfg, lagrangian=self.lagrangian)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"seed: expected an integer, got {seed!r}")
+        self.seed = int(seed)
+
+    # ------------------------------------------------------------------ hooks for the Lagrangian
+    def _init_duals(self, agents) -> np.ndarray | None:
+        return None
+
+    def _dual_step(self, lam, episodes, agents, batches_by_agent) -> tuple[Any, dict]:
+        """Multipliers to use in this update and their per-agent diagnostics (IPPO: none)."""
+        return lam, {a: {} for a in agents}
+
+    # ------------------------------------------------------------------------------- training
+    def train(self, env, timesteps: int, *,
+              progress_callback: Callable[[int, int], Any] | None = None) -> TrainResult:
+        """Train every agent for `timesteps` environment steps.
+
+        Args:
+            env: a PettingZoo ``ParallelEnv`` (stepped from Python, ``n_envs`` must be 1) or a
+                functional multi-agent core (compiled with the update, ``n_envs`` copies).
+            timesteps: positive integer budget of environment steps.
+            progress_callback: called as ``progress_callback(completed_steps, total_steps)`` once
+                per rollout/update cycle.
+
+        Returns:
+            `TrainResult`.
+        """
+        timesteps = check_budget(timesteps)
+        if progress_callback is not None and not callable(progress_callback):
+            raise ValueError(f"progress_callback: expected a callable or None, got "
+                             f"{type(progress_callback).__name__}")
+        if is_functional_marl_env(env):
+            from .marl_compiled import train_compiled
+
+            return train_compiled(self, env, timesteps, progress_callback)
+        agents = check_parallel_env(env)
+        cfg = self.cfg
+        if cfg.n_envs != 1:
+            raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv (one environment "
+                             f"stepped from Python), got {cfg.n_envs}; use a functional multi-agent "
+                             f"core for many environments")
+        spaces_ = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a),
+                                        cfg.hidden, cfg.activation) for a in agents}
+        groups = group_agents(spaces_)
+        k_init, k_act, k_upd = jax.random.split(jax.random.PRNGKey(self.seed), 3)
+        tx = make_optimizer(cfg)
+        params = {a: init_agent_params(spaces_[a].model, jax.random.fold_in(k_init, i),
+                                       self.lagrangian) for i, a in enumerate(agents)}
+        group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
+        group_opt = [jax.vmap(tx.init)(p) for p in group_params]
+        lam = self._init_duals(agents)
+
+        sizes = [cfg.n_steps] * (timesteps // cfg.n_steps)
+        if timesteps % cfg.n_steps:
+            sizes.append(timesteps % cfg.n_steps)
+        total_apps = optimizer_applications(sizes, cfg.n_epochs, cfg.n_minibatches)
+        runner = ParallelRunner(env, spaces_, groups, self.seed)
+        history, step, apps = [], 0, 0
+        for i, size in enumerate(sizes):
+            batches, episodes = runner.collect(group_params, size, jax.random.fold_in(k_act, i))
+            by_agent = {a: {k: v[j] for k, v in b.items()}
+                        for g, b in zip(groups, batches) for j, a in enumerate(g.agents)}
+            lam, dual_diag = self._dual_step(lam, episodes, agents, by_agent)
+            row = {a: dict(dual_diag[a]) for a in agents}
+            for gi, (g, batch) in enumerate(zip(groups, batches)):
+                upd = _compiled_group_update(g.model, cfg, self.lagrangian)
+                lam_g = (np.zeros(len(g.agents), np.float32) if lam is None else
+                         np.asarray([lam[agents.index(a)] for a in g.agents], np.float32))
+                keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(k_upd, i), gi),
+                                        len(g.agents))
+                group_params[gi], group_opt[gi], stats = upd(
+                    group_params[gi], group_opt[gi], batch, lam_g, keys, np.int32(apps),
+                    np.int32(total_apps))
+                stats = jax.device_get(stats)
+                for j, a in enumerate(g.agents):
+                    row[a].update({k: float(v[j]) for k, v in stats.items()})
+            for a in agents:
+                row[a]["mean_reward"] = float(by_agent[a]["reward"].mean())
+                row[a]["mean_cost"] = float(by_agent[a]["cost"].mean())
+                row[a]["episodes"] = len(episodes["returns"][a])
+                row[a]["episode_return"] = _mean_or_nan(episodes["returns"][a])
+            apps += steps_per_update(size, cfg)
+            step += size
+            history.append({"step": step, "agents": row})
+            if progress_callback is not None:
+                progress_callback(step, timesteps)
+        assert apps == total_apps  # the annealing denominator counted exactly these steps
+        for g, p in zip(groups, group_params):
+            for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
+                params[a] = jax.device_get(pa)
+        return self._result(params, spaces_, history, timesteps, lam, agents)
+
+    def _result(self, params, spaces_, history, timesteps, lam, agents) -> TrainResult:
+        policies = {}
+        for a in agents:
+            meta = {"algo": self.algo_name, "agent": str(a), "seed": self.seed, "step": timesteps}
+            pol_params = {"actor": params[a]["actor"], "critic": params[a]["critic"]}
+            policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
+        lams = {} if lam is None else {a: float(lam[i]) for i, a in enumerate(agents)}
+        return TrainResult(policies, params, history, timesteps, lams)
