@@ -86,6 +86,47 @@ def observation_layout(n_time_steps: int = 3) -> list[str]:
     return names + [f"u_{k}" for k in range(n_time_steps)] + ["time"]
 
 
+def plan_for(cfg: EnvConfig, control_theta: float) -> TaylorPlan:
+    """Taylor plan exact for the controls' ``control_theta`` on the nominal device plus drift.
+
+    Args:
+        cfg: configuration (dt and drift magnitudes).
+        control_theta: ``theta_bound``/``theta_bound_lines`` of the controls' bounds on the
+            nominal device (dimensionless).
+    """
+    nominal = nominal_device()
+    qubit_shift = cfg.max_drift * float(np.max(nominal.omega_q)) + 1e-3 * cfg.qubit_drift_mhz
+    freq_shift = max(qubit_shift, 1e-3 * cfg.coupler_drift_mhz) + _PLAN_SLACK_GHZ
+    g_shift = 1e-3 * cfg.g_drift_mhz + _PLAN_SLACK_GHZ
+    # A row of the N=2 block holds at most two quanta on a mode (2 x frequency shift) and
+    # couplings up to sqrt(2) 2 pi g on two neighbours: bound how far Gershgorin can move.
+    extra = 2 * math.pi * (2 * freq_shift + 2 * math.sqrt(2) * g_shift) * cfg.dt
+    return taylor_plan(1.02 * control_theta + extra)
+
+
+def segment_reward(cfg: EnvConfig, jt, tv, excess, idx_start):
+    """The gate reward of one step and the out-of-bounds truncation flag (spec 3.3, 4.2).
+
+    Shared by the single- and multi-agent environments so both pay exactly the same reward.
+
+    Args:
+        cfg: configuration (reward shaping and oob mode).
+        jt: () cost of the active objective after the segment.
+        tv: () total-variation penalty already scaled by ``tv_penalty_scale``.
+        excess: () normalised out-of-bounds excess of the requested amplitudes (0 if in bounds).
+        idx_start: () index of the segment's first sample.
+
+    Returns:
+        (reward (), truncated () bool).
+    """
+    reward = -jnp.log10(jnp.maximum(jt, cfg.jt_floor)) * cfg.rew_scale - cfg.reward_offset - tv
+    if cfg.oob_mode == "terminate":
+        oob = excess > 0
+        penalty = cfg.terminal_penalty * (1.0 - idx_start / cfg.pulse_length)
+        return jnp.where(oob, penalty, reward), oob
+    return reward - cfg.oob_penalty * excess, jnp.zeros((), dtype=bool)
+
+
 @dataclasses.dataclass(frozen=True)
 class GateEnv:
     """The perfect-entangler gate environment (functional core).
@@ -109,14 +150,7 @@ class GateEnv:
 
     def _default_plan(self) -> TaylorPlan:
         cfg = self.config
-        nominal = nominal_device()
-        qubit_shift = cfg.max_drift * float(np.max(nominal.omega_q)) + 1e-3 * cfg.qubit_drift_mhz
-        freq_shift = max(qubit_shift, 1e-3 * cfg.coupler_drift_mhz) + _PLAN_SLACK_GHZ
-        g_shift = 1e-3 * cfg.g_drift_mhz + _PLAN_SLACK_GHZ
-        # A row of the N=2 block holds at most two quanta on a mode (2 x frequency shift) and
-        # couplings up to sqrt(2) 2 pi g on two neighbours: bound how far Gershgorin can move.
-        extra = 2 * math.pi * (2 * freq_shift + 2 * math.sqrt(2) * g_shift) * cfg.dt
-        return taylor_plan(1.02 * theta_bound(nominal, cfg.amp_bound, cfg.dt) + extra)
+        return plan_for(cfg, theta_bound(nominal_device(), cfg.amp_bound, cfg.dt))
 
     @property
     def max_episode_steps(self) -> int:
@@ -196,14 +230,7 @@ class GateEnv:
         sectors, _ = propagate_samples(state.sectors, state.drift_blocks, amps, cfg.dt, self.plan)
         metrics = state_metrics(sectors, cfg.objective, cfg.concurrence_weight, cfg.unitarity_weight)
         tv = cfg.tv_penalty_scale * jnp.sum(jnp.abs(jnp.diff(amps)))  # within the segment only
-        reward = -jnp.log10(jnp.maximum(metrics.JT, cfg.jt_floor)) * cfg.rew_scale - cfg.reward_offset - tv
-        if cfg.oob_mode == "terminate":
-            penalty = cfg.terminal_penalty * (1.0 - state.idx / cfg.pulse_length)
-            reward = jnp.where(oob, penalty, reward)
-            truncated = oob
-        else:
-            reward = reward - cfg.oob_penalty * excess
-            truncated = jnp.zeros((), dtype=bool)
+        reward, truncated = segment_reward(cfg, metrics.JT, tv, excess, state.idx)
 
         idx = state.idx + cfg.n_time_steps
         terminated = idx + cfg.n_time_steps - 1 >= cfg.pulse_length
