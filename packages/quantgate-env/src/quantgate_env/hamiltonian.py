@@ -119,7 +119,8 @@ def line_diagonals(line: str) -> tuple[np.ndarray, np.ndarray]:
     """
     if line not in _LINE_MODE:
         raise ValueError(f"line: expected one of {CONTROL_LINES}, got {line!r}")
-    number = np.diagonal(_NUMBER[_LINE_MODE[line]])
+    # occupations are integers; a^dag a built from sqrt(n) entries reads 2.0000000000000004
+    number = np.rint(np.diagonal(_NUMBER[_LINE_MODE[line]]))
     return number[SECTOR1_IDX].copy(), number[SECTOR2_IDX].copy()
 
 
