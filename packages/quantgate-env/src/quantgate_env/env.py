@@ -104,6 +104,20 @@ def plan_for(cfg: EnvConfig, control_theta: float) -> TaylorPlan:
     return taylor_plan(1.02 * control_theta + extra)
 
 
+def normalised_excess(u, bound):
+    """max(|u| / bound - 1, 0) elementwise, exactly 0 for every |u| <= bound.
+
+    Written as max(|u| - bound, 0) / bound: XLA on CPU may evaluate |u| / bound - 1 as
+    fma(|u|, 1/bound, -1), which gives 2^-54 > 0 at u = bound exactly (u = 20 after a full
+    action from 0 would count as out of bounds and truncate). The subtraction is exact there.
+
+    Args:
+        u: amplitudes, rad/ns (any shape).
+        bound: |u| bound, rad/ns (scalar or broadcastable).
+    """
+    return jnp.maximum(jnp.abs(u) - bound, 0.0) / bound
+
+
 def segment_reward(cfg: EnvConfig, jt, tv, excess, idx_start):
     """The gate reward of one step and the out-of-bounds truncation flag (spec 3.3, 4.2).
 
@@ -223,7 +237,7 @@ class GateEnv:
         cfg = self.config
         action = jnp.clip(jnp.asarray(action, dtype=jnp.float64), -1.0, 1.0)
         requested = state.amps[-1] + jnp.cumsum(action * cfg.delta_per_action)
-        excess = jnp.sum(jnp.maximum(jnp.abs(requested) / cfg.amp_bound - 1.0, 0.0))
+        excess = jnp.sum(normalised_excess(requested, cfg.amp_bound))
         oob = excess > 0
         amps = jnp.clip(requested, -cfg.amp_bound, cfg.amp_bound)
 
