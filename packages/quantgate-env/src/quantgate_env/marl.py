@@ -49,7 +49,8 @@ a level d is allowed for sample k+1 iff lo_k + d >= -B and hi_k + d <= B, i.e. i
 bounds *whatever* allowed levels the earlier samples take; then lo, hi extend by the smallest and
 largest allowed level. Any action whose every component is taken from its mask therefore stays
 in bounds (the environment accumulates discrete samples with the same floating-point additions as
-the mask, and rounding is monotone, so this holds to the last bit). Level 0 is always allowed
+the mask, rounding is monotone, and ``env.normalised_excess`` is exactly 0 up to the bound, so this
+holds to the last bit). Level 0 is always allowed
 (n_levels is odd), so no mask is empty. The rule is conservative: an early sample may use the
 whole headroom, so later samples are restricted as if it had.
 """
@@ -67,7 +68,7 @@ import numpy as np
 
 from .config import EnvConfig
 from .device import DeviceParams, nominal_device
-from .env import EnvParams, GateEnv, plan_for, segment_reward
+from .env import EnvParams, GateEnv, normalised_excess, plan_for, segment_reward
 from .hamiltonian import CONTROL_LINES, SectorDrift, line_diagonals
 from .metrics import state_metrics
 from .precision import require_x64
@@ -157,8 +158,11 @@ class MultiGateConfig:
 
     def delta(self, line: str) -> float:
         """rad/ns of amplitude change per unit action on a line (the coupler's scaled by bound)."""
-        # bound/amp_bound is exactly 1.0 for the coupler: its deltas are bit-identical to GateEnv's
-        return self.env.delta_per_action * (self.bound(line) / self.env.amp_bound)
+        if line == "coupler":  # exactly GateEnv's delta
+            return self.env.delta_per_action
+        # bound x ratio (the ratio is exactly 1.0 by default): a full action from 0 lands exactly
+        # on the line's bound, not one rounding step beyond it
+        return self.bound(line) * (self.env.delta_per_action / self.env.amp_bound)
 
     @property
     def levels(self) -> np.ndarray:
@@ -381,7 +385,7 @@ class MultiGateEnv:
                 masked.append(~jnp.all(masks[agent][jnp.arange(k), levels]))
         requested = jnp.stack(requested)  # (n_agents, K)
         bounds_col = jnp.asarray(bounds)[:, None]
-        excess = jnp.sum(jnp.maximum(jnp.abs(requested) / bounds_col - 1.0, 0.0), axis=-1)  # (n_agents,)
+        excess = jnp.sum(normalised_excess(requested, bounds_col), axis=-1)  # (n_agents,)
         amps = jnp.clip(requested, -bounds_col, bounds_col)
 
         sectors, _ = propagate_samples_lines(state.sectors, state.drift_blocks, amps.T, diagonals, env_cfg.dt, self.plan)
