@@ -68,15 +68,20 @@ def _harmonic(progress_remaining: float) -> float:
 
 
 def _sb3_case(algo: str, updates: int) -> dict:
+    import gymnasium
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 
     import quantgate_env  # noqa: F401  (registers the Gymnasium id)
 
+    def make_env():
+        # A callable rather than the id: make_vec_env would pass render_mode="rgb_array".
+        return gymnasium.make(GYM_ID)
+
     if algo == "ppo":
         from stable_baselines3 import PPO
 
-        venv = make_vec_env(GYM_ID, n_envs=64)
+        venv = make_vec_env(make_env, n_envs=64)
         model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, n_epochs=10,
                     learning_rate=_harmonic, gamma=0.99, gae_lambda=0.95, clip_range=0.2,
                     ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, device="cpu", seed=0,
@@ -85,7 +90,7 @@ def _sb3_case(algo: str, updates: int) -> dict:
     else:
         from sb3_contrib import TRPO
 
-        venv = make_vec_env(GYM_ID, n_envs=4)
+        venv = make_vec_env(make_env, n_envs=4)
         model = TRPO("MlpPolicy", venv, n_steps=2048, batch_size=128, gamma=0.99, gae_lambda=0.95,
                      cg_max_steps=15, cg_damping=0.1, line_search_shrinking_factor=0.8,
                      line_search_max_iter=10, n_critic_updates=10, target_kl=0.01,

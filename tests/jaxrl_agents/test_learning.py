@@ -44,3 +44,16 @@ def test_learns_the_toy_problem(algo, tmp_path):
         assert evals[-1] > 1.3 * best, (evals, best)
         assert last_reward > 0.3 * first_reward  # rewards are negative: at least 3x closer to 0
     assert np.isfinite(best) and best > -5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "trpo"])
+def test_paper_network_learns_the_toy_problem_closely(algo, tmp_path):
+    """Longer run with the paper's network size ([128, 128]): every seed gets within 5% of the
+    hand-written controller."""
+    cfg = dict(LEARN[algo], hidden=(128, 128), total_steps=512 * 100)
+    res = trainer.train(algo, TOY_ENV, {}, cfg, seeds=(0, 1, 2), eval_every=512 * 100,
+                        out=str(tmp_path), progress="off")
+    best = _controller_return(Reach())
+    for rows in res.rows:
+        assert float(rows[-1]["eval_return"]) > 1.05 * best

@@ -18,7 +18,7 @@ from .optim import apply_adam, harmonic_lr, make_adam
 from .rollout import collect, flatten_time_env, rollout_stats
 from .state import TrainState, init_train_state
 
-__all__ = ["PPOConfig", "ppo_loss", "init", "make_update", "make_optimizer"]
+__all__ = ["PPOConfig", "ppo_loss", "init", "make_phases", "make_update", "make_optimizer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,11 +97,11 @@ def init(seed_key, model, env, env_params, cfg: PPOConfig) -> TrainState:
     return init_train_state(seed_key, model, env, env_params, cfg.n_envs, make_optimizer(cfg).init)
 
 
-def make_update(model, env, cfg: PPOConfig):
-    """Build ``update(state, env_params) -> (state, stats)`` for one seed (pure; jit/vmap it).
-
-    Stats (scalars): pg_loss, v_loss, entropy, approx_kl, clip_frac (means over all minibatches), lr
-    (last gradient step), mean_reward, frac_done, min_JT (if the env reports JT), std (Gaussian).
+def make_phases(model, env, cfg: PPOConfig):
+    """The update's two halves (pure, single seed): ``rollout_phase(state, env_params) -> (state,
+    batch)`` collects and computes GAE; ``learn_phase(state, batch) -> (state, stats)`` runs every
+    gradient step. `make_update` chains them; `algorithms.compile_algorithm` vmaps the first over
+    seeds and maps the second seed by seed inside the same compiled program.
     """
     tx = make_optimizer(cfg)
     steps_per_update = cfg.n_epochs * cfg.n_minibatches
@@ -110,7 +110,7 @@ def make_update(model, env, cfg: PPOConfig):
         return ppo_loss(model, params, batch, cfg.clip_eps, cfg.vf_coef, cfg.ent_coef,
                         cfg.normalize_advantage)
 
-    def update(state: TrainState, env_params):
+    def rollout_phase(state: TrainState, env_params):
         (env_state, obs, key), traj = collect(model, env, env_params, state.params,
                                               state.env_state, state.obs, state.key, cfg.n_steps,
                                               cfg.gamma)
@@ -118,7 +118,12 @@ def make_update(model, env, cfg: PPOConfig):
         adv, ret = gae(traj.reward, traj.value, traj.done, last_value, cfg.gamma, cfg.gae_lambda)
         data = {"obs": traj.obs, "action": traj.action, "logp": traj.logp, "adv": adv, "ret": ret}
         data = jax.tree_util.tree_map(flatten_time_env, data)
-        key, k_perm = jax.random.split(key)
+        state = state._replace(env_state=env_state, obs=obs, key=key)
+        return state, (data, rollout_stats(traj))
+
+    def learn_phase(state: TrainState, batch):
+        data, roll_stats = batch
+        key, k_perm = jax.random.split(state.key)
         first_step = state.update * steps_per_update
 
         def epoch(carry, xs):
@@ -145,10 +150,24 @@ def make_update(model, env, cfg: PPOConfig):
         lr_last = stats.pop("lr")[-1, -1]
         stats = {k: v.mean() for k, v in stats.items()}
         stats["lr"] = lr_last
-        stats.update(rollout_stats(traj))
+        stats.update(roll_stats)
         if "log_std" in params["actor"]:
             stats["std"] = jnp.exp(params["actor"]["log_std"]).mean()
-        new_state = TrainState(params, opt_state, env_state, obs, key, state.update + 1)
+        new_state = TrainState(params, opt_state, state.env_state, state.obs, key, state.update + 1)
         return new_state, stats
+
+    return rollout_phase, learn_phase
+
+
+def make_update(model, env, cfg: PPOConfig):
+    """Build ``update(state, env_params) -> (state, stats)`` for one seed (pure; jit/vmap it).
+
+    Stats (scalars): pg_loss, v_loss, entropy, approx_kl, clip_frac (means over all minibatches), lr
+    (last gradient step), mean_reward, frac_done, min_JT (if the env reports JT), std (Gaussian).
+    """
+    rollout_phase, learn_phase = make_phases(model, env, cfg)
+
+    def update(state: TrainState, env_params):
+        return learn_phase(*rollout_phase(state, env_params))
 
     return update

@@ -24,7 +24,7 @@ from .optim import apply_adam, harmonic_lr, make_adam
 from .rollout import collect, flatten_time_env, rollout_stats
 from .state import TrainState, init_train_state
 
-__all__ = ["TRPOConfig", "actor_step", "init", "make_update", "make_optimizer"]
+__all__ = ["TRPOConfig", "actor_step", "init", "make_phases", "make_update", "make_optimizer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,18 +120,17 @@ def init(seed_key, model, env, env_params, cfg: TRPOConfig) -> TrainState:
                             lambda params: tx.init(params["critic"]))
 
 
-def make_update(model, env, cfg: TRPOConfig):
-    """Build ``update(state, env_params) -> (state, stats)`` for one seed (pure; jit/vmap it).
-
-    Stats: policy_objective, kl, line_search_success, improvement, value_loss, lr, mean_reward,
-    frac_done, min_JT (if the env reports JT), std (Gaussian).
+def make_phases(model, env, cfg: TRPOConfig):
+    """The update's two halves (pure, single seed), as `ppo.make_phases`: ``rollout_phase(state,
+    env_params) -> (state, batch)`` (rollout, GAE, advantage normalisation) and
+    ``learn_phase(state, batch) -> (state, stats)`` (actor step, critic epochs).
     """
     tx = make_optimizer(cfg)
 
     def value_loss(critic, obs, ret):
         return ((ret - model.value(critic, obs)) ** 2).mean()
 
-    def update(state: TrainState, env_params):
+    def rollout_phase(state: TrainState, env_params):
         params = state.params
         (env_state, obs_next, key), traj = collect(model, env, env_params, params, state.env_state,
                                                    state.obs, state.key, cfg.n_steps, cfg.gamma)
@@ -141,17 +140,23 @@ def make_update(model, env, cfg: TRPOConfig):
             flatten_time_env, (traj.obs, traj.action, traj.logp, adv, ret))
         if cfg.normalize_advantage:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        data = {"obs": obs, "action": action, "logp": logp_old, "adv": adv, "ret": ret}
+        state = state._replace(env_state=env_state, obs=obs_next, key=key)
+        return state, (data, rollout_stats(traj))
 
-        actor, stats = actor_step(model, params["actor"], obs, action, logp_old, adv, cfg)
-
+    def learn_phase(state: TrainState, batch):
+        data, roll_stats = batch
+        params = state.params
+        actor, stats = actor_step(model, params["actor"], data["obs"], data["action"],
+                                  data["logp"], data["adv"], cfg)
         lr = harmonic_lr(cfg.lr, cfg.lr_decay, state.update / cfg.n_updates)
-        key, k_perm = jax.random.split(key)
+        key, k_perm = jax.random.split(state.key)
 
         def epoch(carry, k):
             perm = jax.random.permutation(k, cfg.rollout_size)
             mbs = jax.tree_util.tree_map(
                 lambda x: x[perm].reshape((cfg.n_minibatches, cfg.batch_size) + x.shape[1:]),
-                (obs, ret))
+                (data["obs"], data["ret"]))
 
             def minibatch(carry, mb):
                 critic, opt_state = carry
@@ -163,10 +168,25 @@ def make_update(model, env, cfg: TRPOConfig):
         (critic, opt_state), v_losses = jax.lax.scan(
             epoch, (params["critic"], state.opt_state),
             jax.random.split(k_perm, cfg.n_critic_updates))
-        stats.update(value_loss=v_losses.mean(), lr=lr, **rollout_stats(traj))
+        stats.update(value_loss=v_losses.mean(), lr=lr, **roll_stats)
         if "log_std" in actor:
             stats["std"] = jnp.exp(actor["log_std"]).mean()
         new_params = {"actor": actor, "critic": critic}
-        return TrainState(new_params, opt_state, env_state, obs_next, key, state.update + 1), stats
+        return TrainState(new_params, opt_state, state.env_state, state.obs, key,
+                          state.update + 1), stats
+
+    return rollout_phase, learn_phase
+
+
+def make_update(model, env, cfg: TRPOConfig):
+    """Build ``update(state, env_params) -> (state, stats)`` for one seed (pure; jit/vmap it).
+
+    Stats: policy_objective, kl, line_search_success, improvement, value_loss, lr, mean_reward,
+    frac_done, min_JT (if the env reports JT), std (Gaussian).
+    """
+    rollout_phase, learn_phase = make_phases(model, env, cfg)
+
+    def update(state: TrainState, env_params):
+        return learn_phase(*rollout_phase(state, env_params))
 
     return update
