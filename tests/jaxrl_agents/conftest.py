@@ -10,15 +10,16 @@ import pytest
 from .toy_envs import Reach
 
 TOY_ENV = "tests.jaxrl_agents.toy_envs:make_reach"
-TOY_OPTIONS = {"horizon": 8}
+TOY_OPTIONS = {}
 SEEDS = (1, 2)
 
-# 4 updates of 128 steps: big enough to exercise every code path, small enough to compile fast.
-PPO_TINY = dict(n_envs=8, n_steps=16, n_epochs=2, n_minibatches=4, hidden=(16, 16),
-                total_steps=4 * 128, lr=1e-3)
-TRPO_TINY = dict(n_envs=8, n_steps=16, batch_size=32, n_critic_updates=2, hidden=(16, 16),
-                 total_steps=4 * 128, lr=1e-3)
-TINY = {"ppo": PPO_TINY, "trpo": TRPO_TINY}
+# One config per algorithm for every test that compiles an update (one update, determinism, run
+# directory, resume, learning): compiling dominates the cost, running 30 toy updates does not.
+PPO_CFG = dict(n_envs=16, n_steps=32, n_epochs=4, n_minibatches=4, hidden=(32, 32),
+               total_steps=512 * 30, lr=3e-3)
+TRPO_CFG = dict(n_envs=8, n_steps=64, batch_size=64, n_critic_updates=5, hidden=(32, 32),
+                total_steps=512 * 30, lr=3e-3, target_kl=0.02)
+CFG = {"ppo": PPO_CFG, "trpo": TRPO_CFG}
 
 
 @pytest.fixture

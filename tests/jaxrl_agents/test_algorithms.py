@@ -11,11 +11,11 @@ from jaxrl_agents.algorithms import compile_algorithm, make_config
 from jaxrl_agents.ppo import PPOConfig
 from jaxrl_agents.trpo import TRPOConfig
 
-from .conftest import SEEDS, TINY
+from .conftest import CFG, SEEDS
 
 
 def _one_update(algo, env):
-    cfg = make_config(algo, TINY[algo])
+    cfg = make_config(algo, CFG[algo])
     c = compile_algorithm(algo, env, cfg)
     keys = jnp.stack([jax.random.PRNGKey(s) for s in SEEDS])
     state = c.init(keys, env.default_params)
@@ -41,8 +41,9 @@ def test_one_update_changes_params_and_stays_float32(algo, toy_env, x64):
         assert np.all(stats["improvement"] > 0)
     else:
         assert np.all(stats["approx_kl"] > 0) and np.all(stats["clip_frac"] >= 0)
-        # Harmonic decay, per gradient step: the last of 2 epochs x 4 minibatches is step 7 of 32.
-        np.testing.assert_allclose(stats["lr"], 1e-3 / (1 + 10**0.4 * 7 / 32), rtol=1e-6)
+        # Harmonic decay, per gradient step: the last of 4 epochs x 4 minibatches is step 15 of
+        # 30 updates x 16 = 480.
+        np.testing.assert_allclose(stats["lr"], 3e-3 / (1 + 10**0.4 * 15 / 480), rtol=1e-6)
     # Seeds are independent: different initial parameters.
     k = before["actor"]["net"]["dense_0"]["kernel"]
     assert not np.array_equal(k[0], k[1])

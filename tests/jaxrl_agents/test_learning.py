@@ -7,15 +7,8 @@ import pytest
 
 from jaxrl_agents import trainer
 
-from .conftest import TOY_ENV
+from .conftest import CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 from .toy_envs import Reach
-
-LEARN = {
-    "ppo": dict(n_envs=16, n_steps=32, n_epochs=4, n_minibatches=4, hidden=(32, 32),
-                total_steps=512 * 30, lr=3e-3),
-    "trpo": dict(n_envs=8, n_steps=64, batch_size=64, n_critic_updates=5, hidden=(32, 32),
-                 total_steps=512 * 30, lr=3e-3, target_kl=0.02),
-}
 
 
 def _controller_return(env: Reach) -> float:
@@ -34,7 +27,7 @@ def _controller_return(env: Reach) -> float:
 @pytest.mark.parametrize("algo", ["ppo", "trpo"])
 def test_learns_the_toy_problem(algo, tmp_path):
     env = Reach()
-    res = trainer.train(algo, TOY_ENV, {}, LEARN[algo], seeds=(0, 1), eval_every=512 * 29,
+    res = trainer.train(algo, TOY_ENV, TOY_OPTIONS, CFG[algo], seeds=SEEDS, eval_every=512 * 29,
                         out=str(tmp_path), progress="off")
     best = _controller_return(env)  # about -3.3
     for rows in res.rows:
@@ -51,7 +44,7 @@ def test_learns_the_toy_problem(algo, tmp_path):
 def test_paper_network_learns_the_toy_problem_closely(algo, tmp_path):
     """Longer run with the paper's network size ([128, 128]): every seed gets within 5% of the
     hand-written controller."""
-    cfg = dict(LEARN[algo], hidden=(128, 128), total_steps=512 * 100)
+    cfg = dict(CFG[algo], hidden=(128, 128), total_steps=512 * 100)
     res = trainer.train(algo, TOY_ENV, {}, cfg, seeds=(0, 1, 2), eval_every=512 * 100,
                         out=str(tmp_path), progress="off")
     best = _controller_return(Reach())
