@@ -1,0 +1,299 @@
+"""Environment steps per second of quantgate-env (paper config, float64) against an eigh-step baseline.
+
+Usage:
+    uv run python bench/env_throughput.py            # ~1.5 min idle, ~3 min on the loaded shared machine
+    uv run python bench/env_throughput.py --quick    # 3 rounds instead of 5, fewer steps
+
+Measured, each beside the same harness driving a baseline step, in the same run, the two
+interleaved round by round (the machine is shared; medians over rounds, ratios of medians):
+
+    gym single       gymnasium.make("quantgate_env:ZCQPEE-v0") stepped from Python (steps/s and
+                     microseconds per step, the user-facing latency).
+    vector N         gymnasium.make_vec(..., num_envs=N, vectorization_mode="vector_entry_point"),
+                     N = 64 and 1024, stepped from Python.
+    scan N=1024      jax.jit of a lax.scan over jax.vmap(GateEnv.step_autoreset), 1024 envs, actions
+                     drawn inside the scan; no Python in the loop.
+
+The baseline ("eigh step") is this file's ``eigh_step``: GateEnv.step's exact observation, reward,
+flags and info (paper config: terminate mode, PE objective), with the propagation done the
+straightforward way of spec 1.3 (jnp.linalg.eigh of the 3x3 and 6x6 blocks every sample,
+psi <- V diag(e^{-i w dt}) V^T psi, in lax.scan). Its results are checked against GateEnv.step
+before timing. The baselines use the same harness as the measured path: a Gymnasium-style
+Python adapter (key split, x64 scope, numpy float32 conversion) for "gym single", a jitted
+vmapped autoreset step called from Python with numpy conversion for "vector N", and the same
+scan for "scan N=1024". Actions: zero-mean per step (the K deltas sum to 0), std 0.1, so
+amplitudes stay inside the bound and episodes run their full 333 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+# Single-threaded BLAS/LAPACK (jaxlib's CPU eigh uses scipy's LAPACK): on a shared 2-core machine
+# extra OpenBLAS threads only fight over the cores and make the eigh baseline slower and erratic.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import gymnasium  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import quantgate_env  # noqa: E402,F401  (registers ZCQPEE-v0)
+from quantgate_env import GateEnv, make  # noqa: E402
+from quantgate_env.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL  # noqa: E402
+from quantgate_env.metrics import state_metrics  # noqa: E402
+from quantgate_env.precision import x64_scope  # noqa: E402
+from quantgate_env.propagation import SectorState  # noqa: E402
+
+ACTION_STD = 0.1
+
+
+# ---- the baseline step ------------------------------------------------------------------------
+
+
+def _eigh_propagate(sectors: SectorState, drift, amps, dt) -> SectorState:
+    def apply(h, control, u, psi):
+        w, v = jnp.linalg.eigh(h + u * jnp.diag(jnp.asarray(control)))
+        return v @ (jnp.exp(-1j * w * dt)[:, None] * (v.T @ psi))
+
+    def body(s, u):
+        psi1 = apply(drift.h1, SECTOR1_CONTROL, u, s.psi1)
+        psi2 = apply(drift.h2, SECTOR2_CONTROL, u, s.psi2[:, None])[:, 0]
+        return SectorState(psi1, psi2), None
+
+    return jax.lax.scan(body, sectors, amps)[0]
+
+
+def eigh_step(core: GateEnv):
+    """GateEnv.step (terminate mode, PE objective) with eigh-per-sample propagation."""
+    cfg = core.config
+    assert cfg.oob_mode == "terminate" and cfg.objective == "pe", "the baseline covers the paper config"
+
+    def step(key, state, action, params):
+        action = jnp.clip(jnp.asarray(action, dtype=jnp.float64), -1.0, 1.0)
+        requested = state.amps[-1] + jnp.cumsum(action * cfg.delta_per_action)
+        oob = jnp.sum(jnp.maximum(jnp.abs(requested) / cfg.amp_bound - 1.0, 0.0)) > 0
+        amps = jnp.clip(requested, -cfg.amp_bound, cfg.amp_bound)
+        sectors = _eigh_propagate(state.sectors, state.drift_blocks, amps, cfg.dt)
+        metrics = state_metrics(sectors, cfg.objective, cfg.concurrence_weight, cfg.unitarity_weight)
+        tv = cfg.tv_penalty_scale * jnp.sum(jnp.abs(jnp.diff(amps)))
+        reward = -jnp.log10(jnp.maximum(metrics.JT, cfg.jt_floor)) * cfg.rew_scale - cfg.reward_offset - tv
+        reward = jnp.where(oob, cfg.terminal_penalty * (1.0 - state.idx / cfg.pulse_length), reward)
+        idx = state.idx + cfg.n_time_steps
+        terminated = idx + cfg.n_time_steps - 1 >= cfg.pulse_length
+        obs = core._observe(sectors, amps, state.idx)
+        info = {"JT": metrics.JT, "concurrence": metrics.concurrence, "unitarity": metrics.unitarity,
+                "tv_penalty": tv, "oob": oob, "t": idx * cfg.dt, "amps": amps}
+        return obs, state._replace(sectors=sectors, amps=amps, idx=idx), reward, terminated, oob, info
+
+    return step
+
+
+def eigh_step_autoreset(core: GateEnv):
+    step = eigh_step(core)
+
+    def step_autoreset(key, state, action, params):  # GateEnv.step_autoreset with the eigh step
+        obs, state, reward, terminated, truncated, info = step(key, state, action, params)
+        reset_obs, reset_state = core.reset(key, params)
+        done = terminated | truncated
+        info = dict(info, final_obs=obs)
+        state = jax.tree.map(lambda new, old: jnp.where(done, new, old), reset_state, state)
+        return jnp.where(done, reset_obs, obs), state, reward, terminated, truncated, info
+
+    return step_autoreset
+
+
+def check_baseline(core: GateEnv, n_steps: int = 40) -> float:
+    """Max |difference| of obs and reward between GateEnv.step and the eigh step over a trajectory."""
+    with x64_scope():
+        params = core.default_params
+        obs, s_pkg = core.reset(jax.random.PRNGKey(0), params)
+        s_eig = s_pkg
+        pkg, eig = jax.jit(core.step), jax.jit(eigh_step(core))
+        worst = 0.0
+        for a in zero_mean_actions(np.random.default_rng(1), (n_steps, core.config.n_time_steps)):
+            o1, s_pkg, r1, *_ = pkg(None, s_pkg, a, params)
+            o2, s_eig, r2, *_ = eig(None, s_eig, a, params)
+            worst = max(worst, float(jnp.max(jnp.abs(o1 - o2))), float(jnp.abs(r1 - r2)))
+    return worst
+
+
+def zero_mean_actions(rng, shape):
+    a = rng.normal(0.0, ACTION_STD, size=shape)
+    return (a - a.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+
+# ---- harnesses ----------------------------------------------------------------------------------
+
+
+class EighGymEnv:
+    """GateGymEnv's step path (key split, x64 scope, jitted step, numpy conversion) over eigh_step."""
+
+    def __init__(self, core: GateEnv):
+        self.core, self.params = core, core.default_params
+        self._step, self._reset = jax.jit(eigh_step(core)), jax.jit(core.reset)
+        self._key = jax.random.PRNGKey(0)
+        self.reset()
+
+    def reset(self):
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            _, self._state = self._reset(sub, self.params)
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64)
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            obs, self._state, reward, term, trunc, info = self._step(sub, self._state, action, self.params)
+            return (np.asarray(obs, dtype=np.float32), float(reward), bool(term), bool(trunc),
+                    {k: np.asarray(v) for k, v in info.items()})
+
+
+class EighVectorEnv:
+    """A jitted vmapped eigh autoreset step called from Python, outputs converted to numpy."""
+
+    def __init__(self, core: GateEnv, num_envs: int):
+        self.core, self.params, self.num_envs = core, core.default_params, num_envs
+        self._step = jax.jit(jax.vmap(eigh_step_autoreset(core), in_axes=(0, 0, 0, None)))
+        self._key = jax.random.PRNGKey(0)
+        with x64_scope():
+            _, self._state = jax.jit(jax.vmap(core.reset, in_axes=(0, None)))(
+                jax.random.split(self._key, num_envs), self.params)
+
+    def step(self, actions):
+        actions = np.asarray(actions, dtype=np.float64)
+        self._key, sub = jax.random.split(self._key)
+        with x64_scope():
+            obs, self._state, reward, term, trunc, info = self._step(
+                jax.random.split(sub, self.num_envs), self._state, actions, self.params)
+            return (np.asarray(obs, dtype=np.float32), np.asarray(reward), np.asarray(term), np.asarray(trunc),
+                    {k: np.asarray(v) for k, v in info.items()})
+
+
+def python_loop_seconds(env, actions) -> float:
+    """Seconds for env.step over the given actions (the first axis), from Python."""
+    t0 = time.perf_counter()
+    for a in actions:
+        env.step(a)
+    return time.perf_counter() - t0
+
+
+def scan_rollout(step_autoreset, core: GateEnv, num_envs: int, n_steps: int):
+    """jit(lax.scan over n_steps of vmap(step_autoreset)), actions drawn inside: returns a callable."""
+    params = core.default_params
+    k = core.config.n_time_steps
+
+    def run(key, state):
+        def body(carry, _):
+            key, state = carry
+            key, k_act, k_env = jax.random.split(key, 3)
+            a = ACTION_STD * jax.random.normal(k_act, (num_envs, k))
+            a = a - a.mean(axis=-1, keepdims=True)
+            obs, state, reward, *_ = jax.vmap(step_autoreset, in_axes=(0, 0, 0, None))(
+                jax.random.split(k_env, num_envs), state, a, params)
+            return (key, state), reward.sum()
+
+        (key, state), rewards = jax.lax.scan(body, (key, state), None, length=n_steps)
+        return key, state, rewards.sum()
+
+    with x64_scope():
+        _, state = jax.vmap(core.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), num_envs), params)
+        compiled = jax.jit(run).lower(jax.random.PRNGKey(2), state).compile()
+
+    def call():
+        with x64_scope():
+            out = compiled(jax.random.PRNGKey(2), state)
+            jax.block_until_ready(out)
+
+    return call
+
+
+def interleaved(pair: dict, rounds: int) -> dict[str, list[float]]:
+    """Seconds of each zero-argument callable, alternating (order swapped every round)."""
+    times = {name: [] for name in pair}
+    names = list(pair)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            pair[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and steps")
+    args = parser.parse_args()
+    t_start = time.perf_counter()
+    rounds = 3 if args.quick else 5
+    gym_steps, vec_steps, scan_steps = (200, 20, 50) if args.quick else (300, 40, 100)
+    rng = np.random.default_rng(0)
+
+    core = make()
+    cfg = core.config
+    print(f"jax {jax.__version__} on cpu; paper config (K = {cfg.n_time_steps}, {cfg.pulse_length} samples, "
+          f"{cfg.n_steps} steps/episode), float64; {load()}")
+    print(f"Taylor plan of make(): {core.plan}")
+    print(f"eigh-step baseline vs GateEnv.step over 40 steps: max |obs, reward difference| = {check_baseline(core):.1e}")
+    rows = []
+
+    # -- Gymnasium env stepped from Python ---------------------------------------------------------
+    env = gymnasium.make("quantgate_env:ZCQPEE-v0")
+    env.reset(seed=0)
+    base = EighGymEnv(make())
+    acts = zero_mean_actions(rng, (gym_steps, cfg.n_time_steps))
+    for e in (env, base):  # compile and warm up
+        python_loop_seconds(e, acts[:5])
+    t = {"pkg": [], "eigh": []}
+    for r in range(rounds):
+        for name, e in ((("pkg", env), ("eigh", base)) if r % 2 == 0 else (("eigh", base), ("pkg", env))):
+            e.reset()  # untimed; gym_steps < 333, so no episode ends inside the timed loop
+            t[name].append(python_loop_seconds(e, acts))
+    rows.append(("gym single (Python loop)", 1, gym_steps, t))
+
+    # -- vector env stepped from Python ------------------------------------------------------------
+    for n in (64, 1024):
+        venv = gymnasium.make_vec("quantgate_env:ZCQPEE-v0", num_envs=n, vectorization_mode="vector_entry_point")
+        venv.reset(seed=0)
+        vbase = EighVectorEnv(make(), n)
+        vacts = zero_mean_actions(rng, (vec_steps, n, cfg.n_time_steps))
+        for e in (venv, vbase):
+            python_loop_seconds(e, vacts[:2])
+        t = interleaved({"pkg": lambda: python_loop_seconds(venv, vacts),
+                         "eigh": lambda: python_loop_seconds(vbase, vacts)}, rounds)
+        rows.append((f"vector N={n} (Python loop)", n, vec_steps, t))
+        venv.close()
+
+    # -- jitted scan over vmapped step_autoreset ---------------------------------------------------
+    n = 1024
+    pkg_scan = scan_rollout(core.step_autoreset, core, n, scan_steps)
+    eigh_scan = scan_rollout(eigh_step_autoreset(core), core, n, scan_steps)
+    pkg_scan(), eigh_scan()
+    t = interleaved({"pkg": pkg_scan, "eigh": eigh_scan}, rounds)
+    rows.append((f"jit scan N={n}, {scan_steps} steps", n, scan_steps, t))
+
+    print(f"\nenv steps/s (median over {rounds} interleaved rounds [slowest..fastest]); baseline = eigh step, same harness")
+    print(f"  {'path':<30}{'quantgate-env':>32}{'eigh baseline':>32}{'ratio':>8}")
+    for label, n_envs, steps, t in rows:
+        cells = []
+        for name in ("pkg", "eigh"):
+            sps = [n_envs * steps / s for s in t[name]]
+            cells.append(f"{statistics.median(sps):9.3g} [{min(sps):.2g}..{max(sps):.2g}]")
+        ratio = statistics.median(t["eigh"]) / statistics.median(t["pkg"])
+        print(f"  {label:<30}{cells[0]:>32}{cells[1]:>32}{ratio:>7.2f}x")
+    label, _, steps, t = rows[0]
+    print(f"\ngym single step latency (median): quantgate-env {1e6 * statistics.median(t['pkg']) / steps:.0f} us, "
+          f"eigh baseline {1e6 * statistics.median(t['eigh']) / steps:.0f} us")
+    print(f"total {time.perf_counter() - t_start:.0f} s; {load()}; BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
+
+
+if __name__ == "__main__":
+    main()
