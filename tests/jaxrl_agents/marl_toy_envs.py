@@ -155,10 +155,10 @@ class RiskyCore:
         trunc = {a: jnp.zeros((), bool) for a in self.agents}
         info = {"cost": risky}
         if self.forbid_risky:
-            info["action_mask"] = self.action_masks({"t": t}, params)
+            info["action_mask"] = self.action_masks({"t": t})
         return self._obs(t), {"t": t}, rewards, term, trunc, info
 
-    def action_masks(self, state, params):
+    def action_masks(self, state):
         """Masks of the current observation: {agent: (2,) bool}."""
         return {a: jnp.asarray([True, a not in self.forbid_risky]) for a in self.agents}
 
@@ -192,7 +192,7 @@ class RiskyEnv(ParallelEnv):
     def reset(self, seed=None, options=None):
         obs, self.state = self.core.reset(jax.random.PRNGKey(seed or 0), self.params)
         self.agents = list(self.possible_agents)
-        masks = self.core.action_masks(self.state, self.params) if self.core.forbid_risky else {}
+        masks = self.core.action_masks(self.state) if self.core.forbid_risky else {}
         return ({a: np.asarray(o) for a, o in obs.items()},
                 {a: ({"action_mask": np.asarray(masks[a])} if a in masks else {})
                  for a in self.agents})

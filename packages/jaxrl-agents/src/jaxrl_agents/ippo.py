@@ -117,7 +117,9 @@ class IPPO:
 
         Args:
             env: a PettingZoo ``ParallelEnv`` (stepped from Python, ``n_envs`` must be 1) or a
-                functional multi-agent core (compiled with the update, ``n_envs`` copies).
+                functional multi-agent core (compiled with the update, ``n_envs`` copies); a
+                ParallelEnv exposing its functional core as ``env.core`` is trained on that core
+                when ``n_envs > 1``.
             timesteps: positive integer budget of environment steps.
             progress_callback: called as ``progress_callback(completed_steps, total_steps)`` once
                 per rollout/update cycle.
@@ -129,16 +131,19 @@ class IPPO:
         if progress_callback is not None and not callable(progress_callback):
             raise ValueError(f"progress_callback: expected a callable or None, got "
                              f"{type(progress_callback).__name__}")
-        if is_functional_marl_env(env):
+        cfg = self.cfg
+        core = getattr(env, "core", None) if cfg.n_envs > 1 else None
+        if is_functional_marl_env(env) or is_functional_marl_env(core):
             from .marl_compiled import train_compiled
 
-            return train_compiled(self, env, timesteps, progress_callback)
+            return train_compiled(self, env if core is None else core, timesteps,
+                                  progress_callback)
         agents = check_parallel_env(env)
-        cfg = self.cfg
         if cfg.n_envs != 1:
-            raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv (one environment "
-                             f"stepped from Python), got {cfg.n_envs}; use a functional multi-agent "
-                             f"core for many environments")
+            raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
+                             f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
+                             f"functional multi-agent core (or an env exposing it as env.core) to "
+                             f"run many environments compiled")
         spaces_ = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a),
                                         cfg.hidden, cfg.activation) for a in agents}
         groups = group_agents(spaces_)

@@ -15,7 +15,9 @@ analogue of the step contract in docs/contracts.md)::
 (``info[agent]["cost"]``): ``final_obs`` (required: the last observation of a finished episode,
 equal to obs otherwise), ``cost`` (optional, default 0) and ``action_mask`` (optional: the mask of
 the *returned* observation; the mask of the first observation comes from
-``core.action_masks(state, params)`` if the core has it, else everything is allowed).
+``core.reset_info(state)`` or ``core.action_masks(state)`` if the core has either, else everything
+is allowed). quantgate_env.marl.MultiGateEnv is such a core; a ParallelEnv that exposes its core as
+``env.core`` is trained on it when ``n_envs > 1``.
 
 Semantics are the Python path's: the same one-agent update (ippo_update.make_agent_update), the
 same dual update (once per update, before the actor step, only where an episode completed, against
@@ -98,15 +100,20 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
     apps_per_update = steps_per_update(n_envs * n_steps, cfg)
     v_step = jax.vmap(core.step_autoreset, in_axes=(0, 0, 0, None))
 
-    def masks_from(info_or_none, state, params):
+    def masks_from(info, state):
+        """Masks of the current observations; `info` None means "just reset": the core's
+        reset_info(state) or action_masks(state), if it has either, else all allowed."""
+        if info is None and callable(getattr(core, "reset_info", None)):
+            info = jax.vmap(core.reset_info)(state)
+        elif info is None and callable(getattr(core, "action_masks", None)):
+            masks = jax.vmap(core.action_masks)(state)
+            info = {"action_mask": masks}
         out = {}
         for a in agents:
             if not agent_spaces[a].model.is_discrete:
                 out[a] = None
                 continue
-            m = None if info_or_none is None else info_field(info_or_none, a, "action_mask")
-            if m is None and info_or_none is None and hasattr(core, "action_masks"):
-                m = jax.vmap(core.action_masks, in_axes=(0, None))(state, params)[a]
+            m = None if info is None else info_field(info, a, "action_mask")
             n = agent_spaces[a].model.head.n_outputs
             out[a] = (jnp.ones((n_envs, n), bool) if m is None
                       else jnp.asarray(m).reshape(n_envs, n).astype(bool))
@@ -118,7 +125,7 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
                                                             params_env)
         obs = {a: obs[a].astype(jnp.float32) for a in agents}
         zeros = jnp.zeros((len(agents), n_envs), jnp.float32)
-        return (group_params, group_opt, state, obs, masks_from(None, state, params_env), zeros,
+        return (group_params, group_opt, state, obs, masks_from(None, state), zeros,
                 zeros, lam0, key)
 
     def rollout(group_params, state, obs, masks, ep_ret, ep_cost, key, params_env):
@@ -166,7 +173,7 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
                 if masks[a] is not None:
                     tr[a]["mask"] = masks[a]
             obs2 = {a: obs2[a].astype(jnp.float32) for a in agents}
-            masks2 = masks_from(info, state, params_env)
+            masks2 = masks_from(info, state)
             return (state, obs2, masks2, ep_ret, ep_cost, done_ret, done_cost, n_done, key), tr
 
         z = jnp.zeros((len(agents), n_envs), jnp.float32)
@@ -214,10 +221,18 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
 def train_compiled(algo, core, timesteps: int, progress_callback) -> object:
     """Train `algo` (an IPPO / IPPO_Lagrangian instance) on `n_envs` copies of `core`.
 
+    The core is traced with float64 enabled, as the PPO/TRPO trainer does (docs/contracts.md: the
+    physics runs in float64, the caller of the functional API enables it); networks stay float32.
+
     Returns the same `TrainResult` as the Python path; ``timesteps`` in it is the number of
     environment steps actually taken (the budget rounded down to whole updates), summed over
     environments.
     """
+    with jax.enable_x64(True):
+        return _train_compiled(algo, core, timesteps, progress_callback)
+
+
+def _train_compiled(algo, core, timesteps, progress_callback):
     cfg = algo.cfg
     per_update = cfg.n_envs * cfg.n_steps
     n_updates = timesteps // per_update
