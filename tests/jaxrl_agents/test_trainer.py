@@ -144,3 +144,48 @@ def test_resume_needs_a_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="no checkpoint.npz"):
         trainer.resume(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
+    """A real `kill -9` of jaxrl-train mid-run, then --resume: same parameters and rows as a run
+    that was never interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from jaxrl_agents import cli
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = ["--algo", "ppo", "--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 400),
+            "--eval-every", str(512 * 20), "--checkpoint-every", "5", "--progress", "off",
+            "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
+            "--hidden", "32", "32", "--lr", "3e-3"]
+    proc = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args, "--out",
+         str(tmp_path / "killed")], env=dict(os.environ, PYTHONPATH=root),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        dirs = list((tmp_path / "killed").glob("*")) if (tmp_path / "killed").exists() else []
+        if dirs and all((d / "checkpoint.npz").exists() for d in dirs):
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = sorted((tmp_path / "killed").iterdir())
+    rows_at_kill = len(trainer._read_csv(os.path.join(killed[0], "progress.csv")))
+    assert rows_at_kill < 400, "the run finished before it could be killed"
+
+    assert cli.main(["--resume", str(killed[1]), "--progress", "off"]) == 0
+    assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
+    full = sorted((tmp_path / "full").iterdir())
+    for d_full, d_res in zip(full, killed):
+        assert _rows_without_wall(d_full) == _rows_without_wall(d_res)
+        a, b = load_npz(os.path.join(d_full, "checkpoint.npz")), load_npz(
+            os.path.join(d_res, "checkpoint.npz"))
+        for k in a:
+            if k != "__meta__":
+                np.testing.assert_array_equal(a[k], b[k])
