@@ -11,8 +11,10 @@ from .config import EnvConfig
 from .device import DeviceParams, nominal_device
 from .drift import DRIFT_RANGES, DriftParams
 from .env import EnvParams, EnvState, GateEnv, make, observation_layout
+from .marl import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
 from .metrics import gate_metrics
 from .pulses import load_pulse_csv, rollout_pulse
+from . import pettingzoo  # quantgate_env.pettingzoo.parallel_env(**options) after `import quantgate_env`
 
 __version__ = "0.1.0"
 
@@ -24,9 +26,14 @@ __all__ = [
     "EnvParams",
     "EnvState",
     "GateEnv",
+    "MultiGateConfig",
+    "MultiGateEnv",
+    "MultiGateState",
+    "QUBIT_AMP_BOUND",
     "gate_metrics",
     "load_pulse_csv",
     "make",
+    "make_multi",
     "nominal_device",
     "observation_layout",
     "rollout_pulse",
