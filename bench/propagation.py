@@ -8,7 +8,9 @@ Every method maps a batch of B pulses of 1000 samples (u uniform in [-20, 20] ra
 the paper's nominal device) to the final images of the computational states, float64, jitted, one
 ``lax.scan`` over samples, and is timed in the same run, methods interleaved round by round so
 that load from other processes on the shared machine hits all of them alike. Reported: the median
-over rounds of samples/s (B * 1000 / seconds per call) and ratios of medians.
+over rounds of samples/s (B * 1000 / seconds per call) and ratios of medians, both per wall-clock
+second and per CPU second of the process (the latter is what other jobs on the machine disturb
+least; XLA's CPU backend runs these small ops on one thread, so the two agree on an idle machine).
 
 Methods:
     pkg taylor        quantgate_env.propagation.propagate_samples (vmap over pulses): real-arithmetic
@@ -254,11 +256,16 @@ def scipy_dense(amps: np.ndarray) -> SectorState:
     return [scipy_reference(np.asarray(a)) for a in amps]
 
 
-def time_round_robin(fns: dict, args, rounds: int, warmup: bool = True, min_call_s: float = 0.03) -> dict[str, list[float]]:
-    """Seconds per call of each (compiled) fn, interleaved across rounds (order rotated each round).
+def time_round_robin(fns: dict, args, rounds: int, warmup: bool = True, min_call_s: float = 0.2):
+    """Wall and process-CPU seconds per call of each fn, interleaved (order rotated each round).
 
     With ``warmup`` the first call of each fn is untimed and sets how many calls make one timed
     measurement of at least ``min_call_s``; without it (large batches) every call is timed once.
+    CPU time (all threads of this process) is far less sensitive than wall time to other jobs
+    on a shared machine.
+
+    Returns:
+        {name: [(wall_s, cpu_s) per round]}
     """
     inner = {name: 1 for name in fns}
     for name, fn in fns.items() if warmup else ():
@@ -269,11 +276,11 @@ def time_round_robin(fns: dict, args, rounds: int, warmup: bool = True, min_call
     names = list(fns)
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(inner[name]):
                 out = fns[name](args)
             block(out)
-            times[name].append((time.perf_counter() - t0) / inner[name])
+            times[name].append(((time.perf_counter() - t0) / inner[name], (time.process_time() - c0) / inner[name]))
     return times
 
 
@@ -328,35 +335,39 @@ def main():
         if "dense expm (scipy)" in run_at[batch]:
             fns["dense expm (scipy)"] = lambda a: scipy_dense(np.asarray(a))
         times = time_round_robin(fns, amps, rounds[batch], warmup=batch < 1024)
-        median[batch] = {n: batch * N_SAMPLES / statistics.median(t) for n, t in times.items()}
-        spread[batch] = {n: (batch * N_SAMPLES / max(t), batch * N_SAMPLES / min(t)) for n, t in times.items()}
+        for clock, col in (("wall", 0), ("cpu", 1)):
+            rates = {n: [batch * N_SAMPLES / t[col] for t in ts] for n, ts in times.items()}
+            median.setdefault(clock, {})[batch] = {n: statistics.median(r) for n, r in rates.items()}
+            spread.setdefault(clock, {})[batch] = {n: (min(r), max(r)) for n, r in rates.items()}
 
-    print(f"\nsamples/s: median over {rounds} interleaved rounds per batch [slowest..fastest round]")
-    print(f"  {'method':<18}" + "".join(f"{f'B = {b}':>26}" for b in batches))
-    for name in methods:
-        cells = [
-            f"{median[b][name]:9.3g} [{spread[b][name][0]:.2g}..{spread[b][name][1]:.2g}]" if name in median[b] else "-"
-            for b in batches
-        ]
-        print(f"  {name:<18}" + "".join(f"{c:>26}" for c in cells))
-    dense_name = max(("dense expm (jax)", "dense expm (scipy)"), key=median[1].get)
-    dense = median[1][dense_name]
-    print(f"\nratios of medians: x faster than eigh at the same B, and than {dense_name} at B = 1 (the")
-    print("faster dense baseline in this run; a per-sample 27x27 expm does not get cheaper with batching)")
-    print(f"  {'method':<18}" + "".join(f"{f'B={b} /eigh':>13}{f'/dense':>9}" for b in batches))
-    for name in methods:
-        cells = []
+    for clock, what in (("wall", "samples per wall-clock second"), ("cpu", "samples per CPU second of this process")):
+        med, spr = median[clock], spread[clock]
+        print(f"\n{what}: median over {rounds} interleaved rounds per batch [slowest..fastest round]")
+        print(f"  {'method':<18}" + "".join(f"{f'B = {b}':>26}" for b in batches))
+        for name in methods:
+            cells = [
+                f"{med[b][name]:9.3g} [{spr[b][name][0]:.2g}..{spr[b][name][1]:.2g}]" if name in med[b] else "-"
+                for b in batches
+            ]
+            print(f"  {name:<18}" + "".join(f"{c:>26}" for c in cells))
+        dense_name = max(("dense expm (jax)", "dense expm (scipy)"), key=med[1].get)
+        dense = med[1][dense_name]
+        print(f"  ratios of these medians: x faster than eigh at the same B, and than {dense_name} at B = 1")
+        print("  (the faster dense baseline here; a per-sample 27x27 expm does not get cheaper with batching)")
+        print(f"  {'method':<18}" + "".join(f"{f'B={b} /eigh':>13}{f'/dense':>9}" for b in batches))
+        for name in methods:
+            cells = []
+            for b in batches:
+                if name in med[b]:
+                    cells.append(f"{med[b][name] / med[b]['eigh baseline']:>12.2f}x{med[b][name] / dense:>8.0f}x")
+                else:
+                    cells.append(f"{'-':>13}{'-':>9}")
+            print(f"  {name:<18}" + "".join(cells))
         for b in batches:
-            if name in median[b]:
-                cells.append(f"{median[b][name] / median[b]['eigh baseline']:>12.2f}x{median[b][name] / dense:>8.0f}x")
-            else:
-                cells.append(f"{'-':>13}{'-':>9}")
-        print(f"  {name:<18}" + "".join(cells))
-    for b in batches:
-        fastest = max(median[b], key=median[b].get)
-        print(f"fastest at B = {b}: {fastest} ({median[b][fastest]:.3g} samples/s = "
-              f"{median[b][fastest] / median[b]['pkg taylor']:.2f}x pkg taylor, "
-              f"{median[b][fastest] / median[b]['eigh baseline']:.2f}x eigh)")
+            fastest = max(med[b], key=med[b].get)
+            print(f"  fastest at B = {b}: {fastest} ({med[b][fastest]:.3g}/s = "
+                  f"{med[b][fastest] / med[b]['pkg taylor']:.2f}x pkg taylor, "
+                  f"{med[b][fastest] / med[b]['eigh baseline']:.2f}x eigh)")
     print(f"total {time.perf_counter() - t_start:.0f} s; {load()}; BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
 
 
