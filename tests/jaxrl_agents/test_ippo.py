@@ -20,7 +20,7 @@ from jaxrl_agents.ippo_lagrangian import IPPO_Lagrangian
 from jaxrl_agents.ippo_update import dual_update, minibatch_count, optimizer_applications
 from jaxrl_agents.marl_rollout import (ActionRewriteError, ParallelRunner, group_agents,
                                        stack_params)
-from jaxrl_agents.marl_spaces import AgentSpaces
+from jaxrl_agents.marl_spaces import AgentSpaces, MARLPolicy
 
 from .marl_toy_envs import CostStreamEnv, SpacesEnv
 
@@ -151,6 +151,12 @@ def test_result_policies_are_policies_in_env_format(spaces_run, tmp_path):
     flat = np.asarray(obs["multi"], np.float32).ravel()
     np.testing.assert_allclose(back.action_probs(flat), multi.action_probs(obs["multi"]), rtol=1e-6)
     assert back.metadata["agent"] == "multi" and back.metadata["algo"] == "ippo"
+    # MARLPolicy.load restores the spaces: env-format observations in, env-format actions out.
+    for agent, pol in result.policies.items():
+        pol.save(str(tmp_path / agent))
+        again = MARLPolicy.load(str(tmp_path / agent))
+        np.testing.assert_array_equal(again.act(obs[agent]), pol.act(obs[agent]))
+        assert again.spaces.action_space == env.action_space(agent)
 
 
 def test_progress_callback_once_per_cycle(spaces_run):

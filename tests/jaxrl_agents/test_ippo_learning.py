@@ -112,3 +112,14 @@ def test_masks_hold_on_both_paths(compiled):
     np.testing.assert_array_equal(probs, [1.0, 0.0])
     assert all(h["agents"]["a1"]["mean_cost"] == 0.0 for h in res.history)
     assert all(h["agents"]["a0"]["mean_cost"] > 0.0 for h in res.history)
+
+
+def test_compiled_path_is_reproducible(runs):  # after `runs`: the compiled update is cached
+    import jax
+
+    a, b = _train(IPPO_Lagrangian, True, 5), _train(IPPO_Lagrangian, True, 5)
+    c = _train(IPPO_Lagrangian, True, 6)
+    assert a.history == b.history and a.lagrange_multipliers == b.lagrange_multipliers
+    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+        np.testing.assert_array_equal(x, y)
+    assert a.history != c.history

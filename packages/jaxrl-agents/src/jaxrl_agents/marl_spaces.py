@@ -27,7 +27,7 @@ from gymnasium import spaces
 from .networks import ActorCritic
 from .policy import Policy
 
-__all__ = ["AgentSpaces", "MARLPolicy", "split_mask_obs"]
+__all__ = ["AgentSpaces", "MARLPolicy", "split_mask_obs", "space_to_json", "space_from_json"]
 
 
 def split_mask_obs(obs):
@@ -35,6 +35,43 @@ def split_mask_obs(obs):
     if isinstance(obs, Mapping) and "observation" in obs and "action_mask" in obs:
         return obs["observation"], obs["action_mask"]
     return obs, None
+
+
+def space_to_json(space: spaces.Space) -> dict | None:
+    """JSON description of a Box / Discrete / MultiDiscrete / MultiBinary / Dict space (None for
+    other spaces, which `MARLPolicy.load` then cannot restore)."""
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
+                "shape": list(space.shape), "dtype": str(space.dtype)}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist()}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        parts = {k: space_to_json(v) for k, v in space.spaces.items()}
+        return None if any(v is None for v in parts.values()) else {"type": "Dict", "spaces": parts}
+    return None
+
+
+def space_from_json(d: dict) -> spaces.Space:
+    """Inverse of `space_to_json`."""
+    kind = d["type"]
+    if kind == "Box":
+        dtype = np.dtype(d["dtype"])
+        return spaces.Box(np.asarray(d["low"], dtype), np.asarray(d["high"], dtype),
+                          tuple(d["shape"]), dtype)
+    if kind == "Discrete":
+        return spaces.Discrete(d["n"], start=d["start"])
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(np.asarray(d["nvec"]), start=np.asarray(d["start"]))
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(d["n"])
+    if kind == "Dict":
+        return spaces.Dict({k: space_from_json(v) for k, v in d["spaces"].items()})
+    raise ValueError(f"space: expected a Box/Discrete/MultiDiscrete/MultiBinary/Dict description, "
+                     f"got type {kind!r}")
 
 
 def _base_obs_space(space: spaces.Space) -> spaces.Space:
@@ -174,8 +211,27 @@ class MARLPolicy(Policy):
     """
 
     def __init__(self, model, params, metadata=None, spaces_: AgentSpaces | None = None):
+        metadata = dict(metadata or {})
+        if spaces_ is not None:  # saved with the policy so `MARLPolicy.load` can restore them
+            obs_json = space_to_json(spaces_.observation_space)
+            act_json = space_to_json(spaces_.action_space)
+            if obs_json is not None and act_json is not None:
+                metadata["spaces"] = {"observation": obs_json, "action": act_json}
         super().__init__(model, params, metadata)
         self.spaces = spaces_
+
+    @classmethod
+    def load(cls, directory: str) -> MARLPolicy:
+        """Load a saved policy; with its spaces (env-format observations and actions) when they
+        were saved, else it behaves like a plain `Policy`."""
+        base = Policy.load(directory)
+        sp = None
+        saved = base.metadata.get("spaces")
+        if saved is not None:
+            sp = AgentSpaces(base.metadata.get("agent", "agent"),
+                             space_from_json(saved["observation"]),
+                             space_from_json(saved["action"]), base.model)
+        return cls(base.model, base.params, base.metadata, sp)
 
     def _split_obs(self, obs, action_mask):
         if self.spaces is not None:
