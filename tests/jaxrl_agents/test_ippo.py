@@ -17,7 +17,8 @@ from jaxrl_agents.gae import gae_next_values
 from jaxrl_agents.ippo import IPPO, check_budget
 from jaxrl_agents.ippo_config import IPPOConfig, validate_ippo_config
 from jaxrl_agents.ippo_lagrangian import IPPO_Lagrangian
-from jaxrl_agents.ippo_update import dual_update, minibatch_count, optimizer_applications
+from jaxrl_agents.ippo_update import (dual_update, lagrangian_advantage, minibatch_count,
+                                      optimizer_applications)
 from jaxrl_agents.marl_rollout import (ActionRewriteError, ParallelRunner, group_agents,
                                        stack_params)
 from jaxrl_agents.marl_spaces import AgentSpaces, MARLPolicy
@@ -335,3 +336,16 @@ def test_dual_update_lifecycle_on_a_hand_built_cost_stream():
     assert all(r["c"]["discounted_cost_return"] > 0 for r in rows)
     assert result.lagrange_multipliers == {"c": 1.5, "z": 0.0}
     assert "cost_critic" in result.params["c"]
+
+
+def test_lagrangian_advantage_by_hand():
+    a_r = jnp.array([1.0, 2.0, 3.0, 6.0])
+    a_c = jnp.array([0.0, 1.0, 1.0, 2.0])
+    lam = 3.0
+    std_r = (np.array([1, 2, 3, 6]) - 3.0) / (np.std([1, 2, 3, 6]) + 1e-8)
+    cen_c = np.array([0, 1, 1, 2]) - 1.0
+    np.testing.assert_allclose(lagrangian_advantage(a_r, a_c, lam),
+                               (std_r - lam * cen_c) / (1 + lam), rtol=1e-6)
+    np.testing.assert_allclose(lagrangian_advantage(a_r, a_c, lam, center_cost=False),
+                               (std_r - lam * np.array([0, 1, 1, 2])) / (1 + lam), rtol=1e-6)
+    np.testing.assert_allclose(lagrangian_advantage(a_r, a_c, 0.0), std_r, rtol=1e-6)

@@ -25,7 +25,7 @@ from .ippo_config import IPPOConfig, IPPOLagrangianConfig
 from .optim import apply_adam, make_adam
 from .ppo import ppo_loss
 
-__all__ = ["minibatch_count", "optimizer_applications", "init_agent_params", "make_agent_update",
+__all__ = ["lagrangian_advantage", "minibatch_count", "optimizer_applications", "init_agent_params", "make_agent_update",
            "dual_update", "make_optimizer", "steps_per_update"]
 
 
@@ -82,6 +82,25 @@ def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Arra
     return jnp.where(applied, stepped, lam).astype(jnp.float32), budget, violation
 
 
+def lagrangian_advantage(adv_r: jax.Array, adv_c: jax.Array, lam: jax.Array,
+                         center_cost: bool = True) -> jax.Array:
+    """Policy advantage of IPPO-Lagrangian: (A_r' - lambda A_c') / (1 + lambda).
+
+    A_r' is A_r standardised over the whole rollout, (A_r - mean) / (std + 1e-8); A_c' is A_c
+    mean-centred (or unchanged with ``center_cost=False``). Dividing by 1 + lambda keeps the
+    advantage scale bounded as lambda grows, so the PPO clip range keeps its meaning.
+
+    Args:
+        adv_r, adv_c: reward and cost advantages, same shape (any).
+        lam: () multiplier (>= 0).
+        center_cost: subtract the mean of A_c.
+    """
+    adv_r = (adv_r - adv_r.mean()) / (adv_r.std() + 1e-8)
+    if center_cost:
+        adv_c = adv_c - adv_c.mean()
+    return (adv_r - lam * adv_c) / (1.0 + lam)
+
+
 def _flatten_tn(x):
     return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
@@ -124,10 +143,7 @@ def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
                 batch["cost"], value(params["cost_critic"], batch["obs"]),
                 value(params["cost_critic"], batch["next_obs"]), batch["terminated"], batch["done"],
                 cfg.gamma, cfg.gae_lambda)
-            adv_r = (adv - adv.mean()) / (adv.std() + 1e-8)
-            if cfg.center_cost_advantage:
-                adv_c = adv_c - adv_c.mean()
-            adv = (adv_r - lam * adv_c) / (1.0 + lam)
+            adv = lagrangian_advantage(adv, adv_c, lam, cfg.center_cost_advantage)
             data["ret_c"] = ret_c
             extra["discounted_cost_return"] = ret_c.mean()
         data["adv"] = adv
