@@ -40,8 +40,58 @@ def _to_numpy_info(info: dict) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _compiled(core: GateEnv):
-    """Compiled reset/step of one environment configuration (shared across instances)."""
-    return jax.jit(core.reset), jax.jit(core.reset_to), jax.jit(core.step)
+    """Compiled reset/step of one environment configuration (shared across instances).
+
+    The PRNG key is split inside the compiled calls: an eager ``jax.random.split`` per step cost
+    more than the step itself (bench/env_throughput.py). Outputs come back as one pytree so the
+    adapter fetches them with a single transfer.
+    """
+
+    def reset(key, params):
+        key, sub = jax.random.split(key)
+        obs, state = core.reset(sub, params)
+        return key, state, obs.astype(jnp.float32)
+
+    def reset_to(device):
+        obs, state = core.reset_to(device)
+        return state, obs.astype(jnp.float32)
+
+    def step(key, state, action, params):
+        key, sub = jax.random.split(key)
+        obs, state, reward, terminated, truncated, info = core.step(sub, state, action, params)
+        # One flat float64 vector: a device-to-host copy per array cost ~10 us each.
+        packed = jnp.concatenate([jnp.ravel(x).astype(jnp.float64) for x in jax.tree.leaves((obs, reward, terminated, truncated, info))])
+        return key, state, packed
+
+    return jax.jit(reset), jax.jit(reset_to), jax.jit(step)
+
+
+@functools.lru_cache(maxsize=None)
+def _output_layout(core: GateEnv):
+    """How to cut the packed step output back into (obs, reward, terminated, truncated, info)."""
+    with x64_scope():
+        obs, state = jax.eval_shape(core.reset, jax.random.PRNGKey(0), core.default_params)
+        outputs = jax.eval_shape(core.step, jax.random.PRNGKey(0), state, jnp.zeros(core.action_space.shape), core.default_params)
+    obs, _, reward, terminated, truncated, info = outputs
+    leaves, treedef = jax.tree.flatten((obs, reward, terminated, truncated, info))
+    return treedef, [(leaf.shape, leaf.dtype) for leaf in leaves]
+
+
+def _unpack(core: GateEnv, packed: np.ndarray):
+    treedef, layout = _output_layout(core)
+    leaves, start = [], 0
+    for shape, dtype in layout:
+        size = int(np.prod(shape))
+        leaves.append(packed[start:start + size].reshape(shape).astype(dtype))
+        start += size
+    obs, reward, terminated, truncated, info = jax.tree.unflatten(treedef, leaves)
+    return obs.astype(np.float32), float(reward), bool(terminated), bool(truncated), info
+
+
+def _device_params(core: GateEnv):
+    """The default parameters as device arrays, transferred once rather than at every step."""
+    with x64_scope():
+        return jax.device_put(core.default_params)
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,7 +139,7 @@ class GateGymEnv(gymnasium.Env):
         self.core: GateEnv = make(**options)
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
-        self.params = self.core.default_params
+        self.params = _device_params(self.core)
         self._reset, self._reset_to, self._step = _compiled(self.core)
         self._key = None
         self._state = None
@@ -98,23 +148,21 @@ class GateGymEnv(gymnasium.Env):
         super().reset(seed=seed)
         if seed is not None or self._key is None:
             self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
-        self._key, sub = jax.random.split(self._key)
         with x64_scope():
             if self._state is not None and not self.core.config.resample_drift:
-                obs, self._state = self._reset_to(self._state.device)
+                self._state, obs = self._reset_to(self._state.device)
             else:
-                obs, self._state = self._reset(sub, self.params)
-        return np.asarray(obs, dtype=np.float32), {}
+                self._key, self._state, obs = self._reset(self._key, self.params)
+        return np.asarray(obs), {}
 
     def step(self, action):
         if self._state is None:
             raise RuntimeError("step() called before reset()")
         action = _check_action(action, self.action_space.shape)
-        self._key, sub = jax.random.split(self._key)
         with x64_scope():
-            obs, self._state, reward, terminated, truncated, info = self._step(sub, self._state, action, self.params)
-            out = (np.asarray(obs, dtype=np.float32), float(reward), bool(terminated), bool(truncated), _to_numpy_info(info))
-        return out
+            self._key, self._state, packed = self._step(self._key, self._state, action, self.params)
+            packed = np.asarray(packed)
+        return _unpack(self.core, packed)
 
 
 class GateVectorEnv(gymnasium.vector.VectorEnv):
