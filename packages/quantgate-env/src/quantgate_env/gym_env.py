@@ -34,10 +34,6 @@ def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> 
     return array
 
 
-def _to_numpy_info(info: dict) -> dict:
-    return {key: np.asarray(value) for key, value in info.items()}
-
-
 @functools.lru_cache(maxsize=None)
 def _compiled(core: GateEnv):
     """Compiled reset/step of one environment configuration (shared across instances).
@@ -98,12 +94,16 @@ def _device_params(core: GateEnv):
 def _compiled_vector(core: GateEnv):
     """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics)."""
 
-    def reset(keys, params):
-        return jax.vmap(core.reset, in_axes=(0, None))(keys, params)
+    def reset(key, params, num_envs):
+        key, sub = jax.random.split(key)
+        obs, state = jax.vmap(core.reset, in_axes=(0, None))(jax.random.split(sub, num_envs), params)
+        return key, obs.astype(jnp.float32), state
 
-    def step(keys, state, actions, params, done):
+    def step(key, state, actions, params, done):
         # Gymnasium 1.x "next_step" autoreset: an env that finished at the previous call is reset
         # now, ignoring its action, and reports reward 0, not terminated, not truncated.
+        key, sub = jax.random.split(key)  # inside the compiled call: an eager split costs ~100 us
+        keys = jax.random.split(sub, done.shape[0])
         obs, new_state, reward, term, trunc, info = jax.vmap(core.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
         if core.config.resample_drift:
             reset_obs, reset_state = jax.vmap(core.reset, in_axes=(0, None))(keys, params)
@@ -119,9 +119,9 @@ def _compiled_vector(core: GateEnv):
         reward = jnp.where(done, 0.0, reward)
         term = term & ~done
         trunc = trunc & ~done
-        return obs, new_state, reward, term, trunc, info
+        return key, new_state, (obs.astype(jnp.float32), reward, term, trunc, info)
 
-    return jax.jit(reset), jax.jit(step)
+    return jax.jit(reset, static_argnums=2), jax.jit(step)
 
 
 class GateGymEnv(gymnasium.Env):
@@ -182,7 +182,7 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         self.single_action_space = self.core.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.params = self.core.default_params
+        self.params = _device_params(self.core)
         self._reset, self._step = _compiled_vector(self.core)
         self._key = None
         self._state = None
@@ -193,23 +193,17 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
         if seed is not None or self._key is None:
             self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
-        self._key, sub = jax.random.split(self._key)
         with x64_scope():
-            obs, self._state = self._reset(jax.random.split(sub, self.num_envs), self.params)
+            self._key, obs, self._state = self._reset(self._key, self.params, self.num_envs)
         self._done[:] = False
-        return np.asarray(obs, dtype=np.float32), {}
+        return np.asarray(obs), {}
 
     def step(self, actions):
         if self._state is None:
             raise RuntimeError("step() called before reset()")
         actions = _check_action(actions, self.action_space.shape, "actions")
-        self._key, sub = jax.random.split(self._key)
         with x64_scope():
-            obs, self._state, reward, term, trunc, info = self._step(
-                jax.random.split(sub, self.num_envs), self._state, actions, self.params, jnp.asarray(self._done)
-            )
-            obs = np.asarray(obs, dtype=np.float32)
-            reward, term, trunc = np.asarray(reward, dtype=np.float64), np.asarray(term), np.asarray(trunc)
-            info = _to_numpy_info(info)
+            self._key, self._state, outputs = self._step(self._key, self._state, actions, self.params, self._done)
+            obs, reward, term, trunc, info = jax.device_get(outputs)
         self._done = term | trunc
         return obs, reward, term, trunc, info
