@@ -108,3 +108,13 @@ def test_taylor_plan_error_bound(theta):
     plan = taylor_plan(theta)
     t = theta / plan.substeps
     assert t ** (plan.degree + 1) / math.factorial(plan.degree + 1) * math.exp(t) <= 2.0**-54
+
+
+def test_plan_does_not_depend_on_the_callers_precision():
+    from quantgate_env import make
+
+    with jax.enable_x64(False):
+        plan32 = make().plan
+    with jax.enable_x64(True):
+        plan64 = make().plan
+    assert plan32 == plan64

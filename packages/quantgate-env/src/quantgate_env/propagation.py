@@ -148,7 +148,8 @@ def theta_bound_lines(
         lines: (diagonal in the N=1 block (3,), in the N=2 block (6,), u_max rad/ns) per line.
         dt: sample duration, ns.
     """
-    drift = jax.tree.map(np.asarray, sector_drift(jax.tree.map(np.asarray, device)))
+    with jax.enable_x64(True):  # a plan must not depend on the caller's precision setting
+        drift = jax.tree.map(np.asarray, sector_drift(jax.tree.map(np.asarray, device)))
     worst = 0.0
     for signs in itertools.product((-1.0, 1.0), repeat=len(lines)):
         for block, h in enumerate((drift.h1, drift.h2)):
