@@ -148,14 +148,15 @@ def theta_bound_lines(
         lines: (diagonal in the N=1 block (3,), in the N=2 block (6,), u_max rad/ns) per line.
         dt: sample duration, ns.
     """
-    with jax.enable_x64(True):  # a plan must not depend on the caller's precision setting
+    # float64 whatever the caller's setting: a plan (and the env's hash) must not depend on it
+    with jax.enable_x64(True):
         drift = jax.tree.map(np.asarray, sector_drift(jax.tree.map(np.asarray, device)))
-    worst = 0.0
-    for signs in itertools.product((-1.0, 1.0), repeat=len(lines)):
-        for block, h in enumerate((drift.h1, drift.h2)):
-            shift = sum(s * u_max * np.asarray(diags[block]) for s, (*diags, u_max) in zip(signs, lines))
-            _, half_width = _gershgorin(np.asarray(h) + np.diag(shift))
-            worst = max(worst, float(np.max(half_width)) * dt)
+        worst = 0.0
+        for signs in itertools.product((-1.0, 1.0), repeat=len(lines)):
+            for block, h in enumerate((drift.h1, drift.h2)):
+                shift = sum(s * u_max * np.asarray(diags[block]) for s, (*diags, u_max) in zip(signs, lines))
+                _, half_width = _gershgorin(np.asarray(h) + np.diag(shift))
+                worst = max(worst, float(np.max(half_width)) * dt)
     return worst
 
 
