@@ -70,6 +70,11 @@ def _harmonic(progress_remaining: float) -> float:
 def _sb3_case(algo: str, updates: int) -> dict:
     import gymnasium
     import torch
+
+    # One intra-op thread: with more, torch's OpenMP workers spin between the tiny MLP calls and
+    # starve the JAX environment steps interleaved with them (measured: SB3 PPO 41 steps/s with
+    # torch's default 2 threads vs several hundred with 1). SB3 itself advises 1 thread on CPU.
+    torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
     from stable_baselines3.common.env_util import make_vec_env
 
     import quantgate_env  # noqa: F401  (registers the Gymnasium id)
