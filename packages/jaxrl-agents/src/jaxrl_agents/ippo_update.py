@@ -25,8 +25,8 @@ from .ippo_config import IPPOConfig, IPPOLagrangianConfig
 from .optim import apply_adam, make_adam
 from .ppo import ppo_loss
 
-__all__ = ["lagrangian_advantage", "minibatch_count", "optimizer_applications", "init_agent_params", "make_agent_update",
-           "dual_update", "make_optimizer", "steps_per_update"]
+__all__ = ["dual_update", "init_agent_params", "lagrangian_advantage", "make_agent_update",
+           "make_optimizer", "minibatch_count", "optimizer_applications", "steps_per_update"]
 
 
 def minibatch_count(batch_size: int, requested: int) -> int:
