@@ -86,3 +86,30 @@ def test_paper_defaults():
         make_config("sac")
     with pytest.raises(ValueError, match="unknown fields"):
         make_config("ppo", {"n_epoch": 3})
+
+
+@pytest.mark.parametrize("kind, shape", [("gaussian", (2,)), ("categorical", (4,))])
+def test_fisher_vector_product_equals_the_kl_hessian(kind, shape):
+    """TRPO's Gauss-Newton product J^T H_d J equals differentiating the KL twice at theta_0."""
+    from jax.flatten_util import ravel_pytree
+
+    from jaxrl_agents import ActorCritic
+    from jaxrl_agents.trpo import kl_hessian_vector_product
+
+    model = ActorCritic(3, kind, shape, hidden=(8,), activation="tanh")
+    actor = model.init(jax.random.PRNGKey(0))["actor"]
+    if kind == "gaussian":
+        actor["log_std"] = jnp.array([0.3, -0.5])
+    actor["net"]["dense_1"]["kernel"] = actor["net"]["dense_1"]["kernel"] * 50  # non-trivial dist
+    flat0, unravel = ravel_pytree(actor)
+    obs = jax.random.normal(jax.random.PRNGKey(1), (32, 3))
+    dist_old = model.dist(actor, obs)
+
+    def kl(flat):
+        return jnp.mean(model.kl(model.dist(unravel(flat), obs), dist_old))
+
+    v = jax.random.normal(jax.random.PRNGKey(2), flat0.shape)
+    reference = jax.grad(lambda f: jax.grad(kl)(f) @ v)(flat0)
+    fast = kl_hessian_vector_product(model, unravel, flat0, obs)(v)
+    np.testing.assert_allclose(fast, reference, rtol=2e-4, atol=1e-6)
+    assert float(jnp.abs(reference).max()) > 1e-3
