@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
 __all__ = ["ProgressReporter"]
+
+
+def _terminal_columns() -> int:
+    """Width of the terminal on stderr; 0 if it is not a terminal or reports no size (a pty
+    without a window, where tqdm would draw an empty bar)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
+    except (OSError, ValueError):
+        return 0
 
 
 class ProgressReporter:
@@ -22,7 +32,7 @@ class ProgressReporter:
     def __init__(self, total_steps: int, start_step: int = 0, mode: str | None = None,
                  line_every: int = 10):
         if mode is None:
-            mode = "bar" if sys.stderr.isatty() else "lines"
+            mode = "bar" if _terminal_columns() > 0 else "lines"
         if mode not in ("bar", "lines", "off"):
             raise ValueError(f"progress: expected 'bar', 'lines', 'off' or None, got {mode!r}")
         self.mode, self.total, self.step, self.line_every = mode, total_steps, start_step, line_every
