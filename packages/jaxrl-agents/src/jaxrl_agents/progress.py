@@ -50,6 +50,8 @@ class ProgressReporter:
             self._jt = eval_jt
         delta, self.step = step - self.step, step
         self._n_updates += 1
+        if self._n_updates == 1:  # the first update includes compilation: rate from here on
+            self._t0, self._step0 = time.perf_counter(), step
         if self._bar is not None:
             self._bar.update(delta)
             if self._jt is not None:
