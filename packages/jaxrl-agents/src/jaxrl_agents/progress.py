@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -61,11 +60,13 @@ class ProgressReporter:
 
     def _status(self) -> str:
         elapsed = time.perf_counter() - self._t0
-        rate = (self.step - self._step0) / elapsed if elapsed > 0 else math.nan
-        eta = (self.total - self.step) / rate if rate > 0 else math.nan
+        done = self.step - self._step0
         jt = f"  eval J_T={self._jt:.3e}" if self._jt is not None else ""
-        return (f"step {self.step}/{self.total} ({100 * self.step / self.total:.1f}%)  "
-                f"{rate:,.0f} steps/s  ETA {eta:,.0f}s{jt}")
+        head = f"step {self.step}/{self.total} ({100 * self.step / self.total:.1f}%)"
+        if done <= 0 or elapsed <= 0:
+            return head + "  (compiling)" + jt
+        rate = done / elapsed
+        return f"{head}  {rate:,.0f} steps/s  ETA {(self.total - self.step) / rate:,.0f}s{jt}"
 
     def write(self, line: str) -> None:
         """Print a line without breaking the bar."""
