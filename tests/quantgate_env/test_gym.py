@@ -150,3 +150,13 @@ def test_sb3_ppo_trains_and_its_episode_statistics_match_the_env():
     assert max(lengths) <= 20 and all(n >= 1 for n in lengths)
     action, _ = model.predict(recorder.reset(seed=0)[0], deterministic=True)
     assert action.shape == (3,)
+
+
+def test_sb3_make_vec_env_by_id():
+    """SB3's make_vec_env passes render_mode=None; the id must work as it is."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = make_vec_env("quantgate_env:ZCQPEE-v0", n_envs=2, env_kwargs=SHORT)
+    assert venv.reset().shape == (2, 28)
+    with pytest.raises(ValueError, match="render_mode: this environment has no render modes"):
+        GateGymEnv(render_mode="human")

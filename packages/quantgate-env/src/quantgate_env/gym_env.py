@@ -84,6 +84,12 @@ def _unpack(core: GateEnv, packed: np.ndarray):
     return obs.astype(np.float32), float(reward), bool(terminated), bool(truncated), info
 
 
+def _check_render_mode(render_mode) -> None:
+    """Clients such as SB3's make_vec_env pass render_mode=None; there is nothing to render."""
+    if render_mode is not None:
+        raise ValueError(f"render_mode: this environment has no render modes, got {render_mode!r}")
+
+
 def _device_params(core: GateEnv):
     """The default parameters as device arrays, transferred once rather than at every step."""
     with x64_scope():
@@ -135,7 +141,9 @@ class GateGymEnv(gymnasium.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, **options):
+    def __init__(self, render_mode: str | None = None, **options):
+        _check_render_mode(render_mode)
+        self.render_mode = render_mode
         self.core: GateEnv = make(**options)
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
@@ -173,7 +181,9 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, **options):
+    def __init__(self, num_envs: int = 1, render_mode: str | None = None, **options):
+        _check_render_mode(render_mode)
+        self.render_mode = render_mode
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs: expected a positive integer, got {num_envs!r}")
         self.core: GateEnv = make(**options)
