@@ -153,10 +153,12 @@ def test_sb3_ppo_trains_and_its_episode_statistics_match_the_env():
 
 
 def test_sb3_make_vec_env_by_id():
-    """SB3's make_vec_env passes render_mode=None; the id must work as it is."""
+    """SB3's make_vec_env passes render_mode="rgb_array"; the id must work as it is."""
     from stable_baselines3.common.env_util import make_vec_env
 
     venv = make_vec_env("quantgate_env:ZCQPEE-v0", n_envs=2, env_kwargs=SHORT)
     assert venv.reset().shape == (2, 28)
-    with pytest.raises(ValueError, match="render_mode: this environment has no render modes"):
-        GateGymEnv(render_mode="human")
+    obs, reward, done, info = venv.step(np.zeros((2, 3), dtype=np.float32))
+    assert obs.shape == (2, 28) and np.all(np.isfinite(reward))
+    with pytest.raises(ValueError, match="render_mode: expected None or a string"):
+        GateGymEnv(render_mode=3)

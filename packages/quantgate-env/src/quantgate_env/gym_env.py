@@ -85,9 +85,13 @@ def _unpack(core: GateEnv, packed: np.ndarray):
 
 
 def _check_render_mode(render_mode) -> None:
-    """Clients such as SB3's make_vec_env pass render_mode=None; there is nothing to render."""
-    if render_mode is not None:
-        raise ValueError(f"render_mode: this environment has no render modes, got {render_mode!r}")
+    """Accept what clients pass (SB3's make_vec_env asks for "rgb_array" by default).
+
+    There is nothing to draw, so ``render()`` keeps Gymnasium's NotImplementedError; the mode is
+    stored as Gymnasium expects. Only a non-string is an error.
+    """
+    if render_mode is not None and not isinstance(render_mode, str):
+        raise ValueError(f"render_mode: expected None or a string, got {render_mode!r}")
 
 
 def _device_params(core: GateEnv):
