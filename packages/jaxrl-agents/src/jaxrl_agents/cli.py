@@ -20,6 +20,7 @@ import dataclasses
 import sys
 
 from .algorithms import ALGORITHMS, get_algorithm
+from .config import add_config_flags
 from .envs import DEFAULT_ENV, parse_env_options
 
 __all__ = ["main", "build_parser"]
@@ -29,10 +30,6 @@ __all__ = ["main", "build_parser"]
 DEMO_TOTAL_STEPS = 983_040
 DEMO_EVAL_EVERY = 65_536
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def build_parser(algo: str) -> argparse.ArgumentParser:
@@ -62,23 +59,9 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json)")
     fields = p.add_argument_group(f"{algo} config ({cfg_cls.__name__})")
-    for f in dataclasses.fields(cfg_cls):
-        if f.name == "total_steps":
-            continue  # a run option above
-        check, help_ = f.metadata["check"], f.metadata["help"]
-        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
-        if check == "bool":
-            fields.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, **kw)
-        elif check == "hidden":
-            fields.add_argument(_flag(f.name), type=int, nargs="+", metavar="W", **kw)
-        elif check == "activation":
-            from .networks import ACTIVATIONS
+    from .networks import ACTIVATIONS
 
-            fields.add_argument(_flag(f.name), choices=sorted(ACTIVATIONS), **kw)
-        elif check.endswith("int"):
-            fields.add_argument(_flag(f.name), type=int, **kw)
-        else:
-            fields.add_argument(_flag(f.name), type=float, **kw)
+    add_config_flags(fields, cfg_cls, skip=("total_steps",), activation_choices=sorted(ACTIVATIONS))
     return p
 
 

@@ -8,13 +8,15 @@ compiled, and raises ValueError naming the field, what was expected and what arr
 
 from __future__ import annotations
 
+import argparse
+
 import dataclasses
 import math
 from typing import Any
 
 from .networks import ACTIVATIONS
 
-__all__ = ["AlgoConfig", "cfg_field"]
+__all__ = ["AlgoConfig", "add_config_flags", "cfg_field"]
 
 
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
@@ -132,3 +134,33 @@ class AlgoConfig:
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
         return cls(**d)
+
+
+def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> None:
+    """Add one ``--field-name`` flag per field of a config dataclass to an argparse group.
+
+    Flags default to None (dest ``cfg_<field>``) so that only what the user typed overrides the
+    config; the field's ``check`` metadata picks the flag type.
+
+    Args:
+        group: an argparse parser or argument group.
+        cfg_cls: a dataclass whose fields were declared with ``cfg_field``.
+        skip: field names that are run options elsewhere on the command line.
+        activation_choices: restrict ``activation`` fields to these names (None: validated later).
+    """
+    for f in dataclasses.fields(cfg_cls):
+        if f.name in skip:
+            continue
+        check, help_ = f.metadata["check"], f.metadata["help"]
+        flag = "--" + f.name.replace("_", "-")
+        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
+        if check == "bool":
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+        elif check == "hidden":
+            group.add_argument(flag, type=int, nargs="+", metavar="W", **kw)
+        elif check == "activation":
+            group.add_argument(flag, choices=activation_choices, **kw)
+        elif check.endswith("int"):
+            group.add_argument(flag, type=int, **kw)
+        else:
+            group.add_argument(flag, type=float, **kw)

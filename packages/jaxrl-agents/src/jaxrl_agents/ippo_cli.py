@@ -22,6 +22,7 @@ import os
 import re
 import sys
 
+from .config import add_config_flags
 from .envs import load_env, parse_env_options
 from .ippo_config import IPPOConfig, IPPOLagrangianConfig
 
@@ -66,10 +67,6 @@ class MilestoneBar:
             self._bar.close()
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def build_parser(algo: str) -> argparse.ArgumentParser:
     """Parser of the run options plus every field of `algo`'s config as a flag."""
     cfg_cls = _CONFIGS[algo]
@@ -90,19 +87,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--progress", choices=("auto", "bar", "off"), default="auto",
                      help="progress bar at 10%% milestones (auto: only on a terminal)")
     fields = p.add_argument_group(f"{algo} config ({cfg_cls.__name__})")
-    for f in dataclasses.fields(cfg_cls):
-        check, help_ = f.metadata["check"], f.metadata["help"]
-        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
-        if check == "bool":
-            fields.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, **kw)
-        elif check == "hidden":
-            fields.add_argument(_flag(f.name), type=int, nargs="+", metavar="W", **kw)
-        elif check == "activation":
-            fields.add_argument(_flag(f.name), **kw)
-        elif check.endswith("int"):
-            fields.add_argument(_flag(f.name), type=int, **kw)
-        else:
-            fields.add_argument(_flag(f.name), type=float, **kw)
+    add_config_flags(fields, cfg_cls)
     return p
 
 
