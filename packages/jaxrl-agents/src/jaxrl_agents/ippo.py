@@ -23,10 +23,8 @@ import jax
 import numpy as np
 
 from .ippo_config import IPPOConfig, validate_ippo_config
-from .ippo_update import (init_agent_params, make_agent_update, make_optimizer,
-                          optimizer_applications, steps_per_update)
-from .marl_rollout import (ParallelRunner, check_parallel_env, group_agents, stack_params,
-                           unstack_params)
+from .ippo_update import (init_group_state, make_agent_update, optimizer_applications, steps_per_update)
+from .marl_rollout import ParallelRunner, check_parallel_env, group_agents, unstack_params
 from .marl_spaces import AgentSpaces, MARLPolicy
 
 __all__ = ["IPPO", "TrainResult", "check_budget", "is_functional_marl_env"]
@@ -148,11 +146,7 @@ class IPPO:
                                         cfg.hidden, cfg.activation) for a in agents}
         groups = group_agents(spaces_)
         k_init, k_act, k_upd = jax.random.split(jax.random.PRNGKey(self.seed), 3)
-        tx = make_optimizer(cfg)
-        params = {a: init_agent_params(spaces_[a].model, jax.random.fold_in(k_init, i),
-                                       self.lagrangian) for i, a in enumerate(agents)}
-        group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
-        group_opt = [jax.vmap(tx.init)(p) for p in group_params]
+        group_params, group_opt = init_group_state(spaces_, agents, groups, k_init, cfg, self.lagrangian)
         lam = self._init_duals(agents)
 
         sizes = [cfg.n_steps] * (timesteps // cfg.n_steps)
@@ -190,6 +184,7 @@ class IPPO:
             if progress_callback is not None:
                 progress_callback(step, timesteps)
         assert apps == total_apps  # the annealing denominator counted exactly these steps
+        params = {}
         for g, p in zip(groups, group_params):
             for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
                 params[a] = jax.device_get(pa)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from .gae import gae_next_values
 from .ippo_config import IPPOConfig, IPPOLagrangianConfig
 from .optim import apply_adam, make_adam
+from .marl_rollout import stack_params
 from .ppo import ppo_loss
 
 __all__ = ["dual_update", "init_agent_params", "lagrangian_advantage", "make_agent_update",
@@ -56,6 +57,22 @@ def init_agent_params(model, key: jax.Array, lagrangian: bool) -> dict:
     if lagrangian:
         params["cost_critic"] = model.init(k_cost)["critic"]
     return params
+
+
+def init_group_state(agent_spaces, agents, groups, key: jax.Array, cfg: IPPOConfig, lagrangian: bool):
+    """Independent initial parameters per agent (agent i from ``fold_in(key, i)``), stacked per
+    group of agents with equal shapes, and each group's optimiser state.
+
+    Shared by the Python and compiled paths, so the same seed gives the same initial parameters.
+
+    Returns:
+        (group_params, group_opt): lists aligned with ``groups``.
+    """
+    tx = make_optimizer(cfg)
+    params = {a: init_agent_params(agent_spaces[a].model, jax.random.fold_in(key, i), lagrangian)
+              for i, a in enumerate(agents)}
+    group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
+    return group_params, [jax.vmap(tx.init)(p) for p in group_params]
 
 
 def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,

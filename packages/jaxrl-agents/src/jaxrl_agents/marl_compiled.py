@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium import spaces
 
-from .ippo_update import init_agent_params, make_agent_update, make_optimizer, steps_per_update
-from .marl_rollout import group_agents, stack_params, unstack_params
+from .ippo_update import init_group_state, make_agent_update, steps_per_update
+from .marl_rollout import group_agents, unstack_params
 from .marl_spaces import AgentSpaces
 
 __all__ = ["train_compiled", "make_compiled_ippo", "info_field"]
@@ -244,11 +244,7 @@ def _train_compiled(algo, core, timesteps, progress_callback):
     agents = list(agent_spaces)
     # Same key split as the Python path: the same seed gives the same initial parameters.
     k_init, k_run, _ = jax.random.split(jax.random.PRNGKey(algo.seed), 3)
-    tx = make_optimizer(cfg)
-    params = {a: init_agent_params(agent_spaces[a].model, jax.random.fold_in(k_init, i),
-                                   algo.lagrangian) for i, a in enumerate(agents)}
-    group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
-    group_opt = [jax.vmap(tx.init)(p) for p in group_params]
+    group_params, group_opt = init_group_state(agent_spaces, agents, groups, k_init, cfg, algo.lagrangian)
     lam0 = (jnp.full((len(agents),), cfg.lagrangian_init, jnp.float32) if algo.lagrangian
             else jnp.zeros((len(agents),), jnp.float32))
     params_env = core.default_params
@@ -273,6 +269,7 @@ def _train_compiled(algo, core, timesteps, progress_callback):
         if progress_callback is not None:
             progress_callback(step, n_updates * per_update)
     group_params, lam = carry[0], np.asarray(carry[7])
+    params = {}
     for g, p in zip(groups, group_params):
         for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
             params[a] = jax.device_get(pa)
