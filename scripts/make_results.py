@@ -186,7 +186,22 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool) -> st
             pngs.append(rob["png"])
             lines.append(f"| {run['run']} | {rob['gate_time_ns']:.2f} | {rob['nominal_JT']:.2e} | "
                          f"{rob['median_JT']:.2e} | {rob['worst_JT']:.2e} |")
-        lines += [""] + [f"![robustness]({rel(p)})" for p in pngs] + [""]
+        pulse = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "paper-pulses", "RL_pulse.csv")
+        if os.path.exists(pulse):  # the paper's stored pulse, open loop, for comparison
+            from quantgate_env import load_pulse_csv
+            from quantgate_env.robustness import pulse_robustness
+
+            amps, dt = load_pulse_csv(pulse)
+            result = pulse_robustness(amps, dt=dt, half_width_mhz="recool", n=11)
+            path = os.path.join(figures, "robustness_paper_RL_pulse.png")
+            result.save_png(path, title="paper RL pulse (open loop), recool range")
+            pngs.append(path)
+            s = result.summary()
+            lines.append(f"| paper RL pulse (stored, open loop) | {s['gate_time_ns']:.2f} | {s['nominal_JT']:.2e} | "
+                         f"{s['median_JT']:.2e} | {s['worst_JT']:.2e} |")
+        lines += ["", "A policy acts closed loop on each detuned device; J_T = 1 marks devices on which it "
+                  "left the amplitude bound (episode truncated) before the nominal gate time.", ""]
+        lines += [f"![robustness]({rel(p)})" for p in pngs] + [""]
 
     lines += ["## Commands", "", "Each run was started with (see its config.json):", ""]
     lines += [f"- `{run['run']}`: `{run['argv']}`" for run in runs]
