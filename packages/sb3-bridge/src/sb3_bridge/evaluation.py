@@ -15,7 +15,6 @@ marks the steps of the episode, including the one that ended it.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -46,22 +45,12 @@ def resolve_env(env: Any = "quantgate_env:make", options: Mapping[str, Any] | No
             raise ValueError("env_options: only used when env is given by name, got an environment object")
         return env, _kind(env)
     if ":" in env:
-        module_name, attr = env.split(":", 1)
+        attr = env.split(":", 1)[1]
         # "module:factory" (an identifier) vs Gymnasium's "module:EnvName-v0" (never an identifier).
         if attr.isidentifier():
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                raise ValueError(f"env: cannot import module {module_name!r} of {env!r} ({exc}); is the "
-                                 f"package installed?") from None
-            factory = getattr(module, attr, None)
-            if not callable(factory):
-                raise ValueError(f"env: module {module_name!r} has no callable {attr!r} (from {env!r}); "
-                                 f"expected 'module:factory' or a Gymnasium id")
-            try:
-                obj = factory(**options)
-            except TypeError as exc:
-                raise ValueError(f"env options: {env} rejected {sorted(options)}: {exc}") from None
+            from jaxrl_agents.envs import load_env  # one importer of 'module:factory' specs
+
+            obj = load_env(env, options, check=False)  # the kind decides how it is checked
             return obj, _kind(obj)
     import gymnasium as gym
     try:
