@@ -67,6 +67,7 @@ def test_same_seed_gives_bit_identical_params(toy_env, x64):
     (PPOConfig, dict(hidden=()), "hidden: expected a non-empty"),
     (PPOConfig, dict(n_envs=2.5), "n_envs: expected an integer"),
     (PPOConfig, dict(total_steps=100), "total_steps: expected at least one update"),
+    (PPOConfig, dict(target_kl=0), "target_kl: expected a positive number"),
     (TRPOConfig, dict(batch_size=100), "batch_size: expected a divisor of the rollout"),
     (TRPOConfig, dict(target_kl=0), "target_kl: expected a positive number"),
     (TRPOConfig, dict(line_search_shrinking_factor=1.0), "line_search_shrinking_factor"),
@@ -113,3 +114,54 @@ def test_fisher_vector_product_equals_the_kl_hessian(kind, shape):
     fast = kl_hessian_vector_product(model, unravel, flat0, obs)(v)
     np.testing.assert_allclose(fast, reference, rtol=2e-4, atol=1e-6)
     assert float(jnp.abs(reference).max()) > 1e-3
+
+
+def _ppo_learn(env, **fields):
+    """One PPO update of seed 0 through make_phases: (cfg, state, rollout data, new state, stats)."""
+    from jaxrl_agents import ppo
+    from jaxrl_agents.algorithms import model_for
+
+    cfg = PPOConfig(**{**CFG["ppo"], **fields})
+    model = model_for(env, cfg)
+    state = ppo.init(jax.random.PRNGKey(0), model, env, env.default_params, cfg)
+    rollout_phase, learn_phase = ppo.make_phases(model, env, cfg)
+    state, batch = jax.jit(rollout_phase)(state, env.default_params)
+    new_state, stats = jax.jit(learn_phase)(state, batch)
+    return cfg, model, state, batch[0], jax.device_get(new_state), jax.device_get(stats)
+
+
+def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):
+    """SB3 semantics: a minibatch that starts beyond 1.5 x target_kl is not applied, nor any after.
+
+    With a vanishing target only the first minibatch (whose ratio is exactly 1) is applied, so the
+    result must equal one hand-made Adam step on the first minibatch of the first epoch.
+    """
+    from jaxrl_agents import ppo
+    from jaxrl_agents.optim import apply_adam, harmonic_lr
+
+    cfg, model, state, data, after, stats = _ppo_learn(toy_env, target_kl=1e-12)
+    assert stats["grad_steps"] == 1
+    _, k_perm = jax.random.split(state.key)
+    perm = jax.random.permutation(jax.random.split(k_perm, cfg.n_epochs)[0], cfg.rollout_size)
+    first = jax.tree_util.tree_map(lambda x: x[perm][:cfg.minibatch_size], data)
+    grads = jax.grad(lambda p: ppo.ppo_loss(model, p, first, cfg.clip_eps, cfg.vf_coef,
+                                            cfg.ent_coef)[0])(state.params)
+    tx = ppo.make_optimizer(cfg)
+    expected, _ = apply_adam(tx, grads, tx.init(state.params), state.params,
+                             harmonic_lr(cfg.lr, cfg.lr_decay, 0.0))
+    for x, y in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(after.params)):
+        np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-7)
+
+    # A finite target that is never reached changes nothing (up to float32 rounding: the guarded
+    # step compiles to a differently fused program).
+    _, _, _, _, unlimited, s_inf = _ppo_learn(toy_env)
+    _, _, _, _, loose, s_loose = _ppo_learn(toy_env, target_kl=1e6)
+    assert s_inf["grad_steps"] == s_loose["grad_steps"] == cfg.n_epochs * cfg.n_minibatches
+    for x, y in zip(jax.tree_util.tree_leaves(unlimited.params), jax.tree_util.tree_leaves(loose.params)):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-7)
+
+    # In between, the update stops part-way, and only after the KL has passed the limit.
+    target = float(s_inf["approx_kl"]) / 4
+    _, _, _, _, _, s_mid = _ppo_learn(toy_env, target_kl=target)
+    assert 1 <= s_mid["grad_steps"] < cfg.n_epochs * cfg.n_minibatches
+    assert np.isfinite(s_mid["approx_kl"]) and np.isfinite(s_mid["pg_loss"])
