@@ -75,3 +75,5 @@ def test_help_lists_the_algorithm_fields(capsys):
         cli.main(["--algo", "trpo", "--help"])
     out = capsys.readouterr().out
     assert "--cg-max-steps" in out and "--target-kl" in out and "--n-epochs" not in out
+    # Each flag names the config's default once, never argparse's placeholder None.
+    assert "(default: None)" not in out and "(default: 123)" in out

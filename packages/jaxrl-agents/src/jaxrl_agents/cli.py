@@ -20,7 +20,7 @@ import dataclasses
 import sys
 
 from .algorithms import ALGORITHMS, get_algorithm
-from .config import add_config_flags
+from .config import ConfigHelpFormatter, add_config_flags
 from .envs import DEFAULT_ENV, parse_env_options
 
 __all__ = ["main", "build_parser"]
@@ -37,7 +37,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     _, cfg_cls = get_algorithm(algo)
     p = argparse.ArgumentParser(
         prog="jaxrl-train", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=ConfigHelpFormatter)
     run = p.add_argument_group("run")
     run.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo", help="algorithm")
     run.add_argument("--env", default=DEFAULT_ENV, help="environment factory as module:factory")

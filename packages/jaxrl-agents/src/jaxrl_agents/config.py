@@ -16,7 +16,7 @@ from typing import Any
 
 from .networks import ACTIVATIONS
 
-__all__ = ["AlgoConfig", "add_config_flags", "cfg_field"]
+__all__ = ["AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
 
 
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
@@ -134,6 +134,16 @@ class AlgoConfig:
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
         return cls(**d)
+
+
+class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except for flags whose default is None: config flags default to None so that
+    only typed values override the config, and their help already names the config's default."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> None:

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-from .config import add_config_flags
+from .config import ConfigHelpFormatter, add_config_flags
 from .envs import load_env, parse_env_options
 from .ippo_config import IPPOConfig, IPPOLagrangianConfig
 
@@ -71,7 +71,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     """Parser of the run options plus every field of `algo`'s config as a flag."""
     cfg_cls = _CONFIGS[algo]
     p = argparse.ArgumentParser(prog="jaxrl-train", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=ConfigHelpFormatter)
     run = p.add_argument_group("run")
     run.add_argument("--algo", choices=sorted(_CONFIGS), default=algo, help="algorithm")
     run.add_argument("--env", default=DEFAULT_MARL_ENV,
