@@ -38,7 +38,31 @@ def test_short_training_then_results_page(tmp_path):
         best = min(float(r["eval_JT_min"]) for r in rows if r["eval_JT_min"])
         line = next(l for l in text.splitlines() if l.startswith(f"| {run.name} |"))
         assert f"{best:.2e}" in line
+        # the whole mini pulse (1.5 ns) is shorter than the paper's gate: same best, inside the limit
+        assert f"| {best:.2e} (" in line
         assert (figures / f"robustness_{run.name}.png").stat().st_size > 1000
     assert "median best J_T" in text and "paper (v1 TRPO, SB3)" in text
     assert (figures / "learning_curves.png").exists()
     assert "jaxrl-train --algo ppo" in text  # the exact command is recorded
+
+
+def test_best_within_gate_time_reads_only_alive_steps_up_to_the_limit(tmp_path):
+    """The '<= 17.25 ns' column: the minimum over evaluations of J_T at alive steps with t <= limit."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("make_results", ROOT / "scripts" / "make_results.py")
+    make_results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_results)
+
+    t = np.tile(np.arange(1, 6) * 5.0, (3, 1))          # 5, 10, 15, 20, 25 ns in each of 3 evals
+    jt = np.array([[0.5, 0.4, 0.3, 1e-6, 1e-7],          # the best values lie after the limit,
+                   [0.5, 2e-3, 0.2, 0.1, 0.1],           # this one is the answer,
+                   [0.5, 1e-5, 0.3, 0.3, 0.3]])          # and this one is after the episode ended
+    alive = np.ones_like(jt, bool)
+    alive[2, 1:] = False
+    np.savez(tmp_path / "evals.npz", step=np.array([100, 200, 300]), JT=jt, t=t, alive=alive)
+    got = make_results._best_within(str(tmp_path), 17.25)
+    assert got == {"short_JT": 2e-3, "short_t": 10.0, "short_step": 200}
+    assert make_results._best_within(str(tmp_path), 1.0) == {}
