@@ -42,6 +42,10 @@ def test_short_training_then_results_page(tmp_path):
         assert f"| {best:.2e} (" in line
         assert (figures / f"robustness_{run.name}.png").stat().st_size > 1000
     assert "median best J_T" in text and "paper (v1 TRPO, SB3)" in text
+    # each policy is mapped twice over the recool grid: its own MDP and amplitudes clipped
+    section = text.split("## Robustness")[1].split("## Commands")[0]
+    rows = [l.split(" | ") for l in section.splitlines() if l.startswith("| ppo_")]
+    assert len(rows) == len(runs) and all(len(r) == 6 and " / " in r[-1] for r in rows)
     assert (figures / "learning_curves.png").exists()
     assert "jaxrl-train --algo ppo" in text  # the exact command is recorded
 
