@@ -25,6 +25,10 @@ import sys
 import time
 
 UPDATE_STEPS = 8192  # both paper configs collect 8192 environment steps per update
+# Same-size rollouts collected by more, shorter environments: TRPO's 4 envs x 2048 sequential steps
+# dominate its update, and 16 x 512 is the option the issue-8 runs use (same 8192 steps, same
+# algorithm otherwise).
+VARIANTS = {"trpo-16x512": ("trpo", {"n_envs": 16, "n_steps": 512})}
 GYM_ID = "quantgate_env:ZCQPEE-v0"
 HARMONIC_K = 10**0.4
 LR0 = 3e-4
@@ -42,7 +46,8 @@ def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
     from jaxrl_agents.algorithms import compile_algorithm, make_config
 
     # A long run's config (20M steps), so the learning-rate schedule is the paper's.
-    cfg = make_config(algo, {"total_steps": 20_000_000})
+    algo, overrides = VARIANTS.get(algo, (algo, {}))
+    cfg = make_config(algo, {"total_steps": 20_000_000, **overrides})
     with jax.enable_x64(True):
         env = quantgate_env.make()
         compiled = compile_algorithm(algo, env, cfg)
@@ -146,7 +151,7 @@ def main() -> None:
     except ImportError:
         sys.exit("bench/train_throughput.py needs quantgate_env (the environment package)")
     s = args.seeds_together
-    cases = ["jax:ppo:1", "jax:trpo:1"]
+    cases = ["jax:ppo:1", "jax:trpo:1", "jax:trpo-16x512:1"]
     if not args.skip_sb3:
         cases += ["sb3:ppo:1", "sb3:trpo:1"]
     cases += [f"jax:ppo:{s}", f"jax:trpo:{s}"]
@@ -159,6 +164,7 @@ def main() -> None:
           f"{UPDATE_STEPS} steps per case (env steps/s include the updates)\n")
     print(f"{'case':<26}{'steps/s':>10}{'s/update':>10}{'1st update s':>14}{'peak RSS MB':>13}")
     labels = {"jax:ppo:1": "jaxrl-agents PPO", "jax:trpo:1": "jaxrl-agents TRPO",
+              "jax:trpo-16x512:1": "jaxrl-agents TRPO 16x512",
               "sb3:ppo:1": "SB3 PPO", "sb3:trpo:1": "sb3-contrib TRPO",
               f"jax:ppo:{s}": f"jaxrl-agents PPO x{s} seeds", f"jax:trpo:{s}": f"jaxrl-agents TRPO x{s} seeds"}
     for case in cases:
@@ -173,6 +179,10 @@ def main() -> None:
         j, b = results.get(f"jax:{algo}:1", {}), results.get(f"sb3:{algo}:1", {})
         if "steps_per_s" in j and "steps_per_s" in b:
             print(f"speed-up {algo.upper()}: jaxrl-agents / SB3 = {j['steps_per_s'] / b['steps_per_s']:.1f}x")
+    j, v = results.get("jax:trpo:1", {}), results.get("jax:trpo-16x512:1", {})
+    if "steps_per_s" in j and "steps_per_s" in v:
+        print(f"TRPO 16 envs x 512 steps / 4 x 2048 (same 8192 steps per update) = "
+              f"{v['steps_per_s'] / j['steps_per_s']:.1f}x")
     for algo in ("ppo", "trpo"):
         one, many = results.get(f"jax:{algo}:1", {}), results.get(f"jax:{algo}:{s}", {})
         if "s_per_update" in one and "s_per_update" in many:
