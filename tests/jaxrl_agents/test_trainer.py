@@ -189,3 +189,33 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
         for k in a:
             if k != "__meta__":
                 np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_resume_with_a_larger_budget_extends_a_finished_run(tmp_path):
+    """--resume RUN --total-steps N continues past the original budget and records the extension;
+    the rows already written are kept as they were."""
+    from jaxrl_agents import cli
+
+    short = _run(tmp_path, config={**PPO_CFG, "total_steps": 512 * 6}, checkpoint_every=3)
+    assert short.finished
+    before = [_rows_without_wall(d) for d in short.run_dirs]
+    assert all(len(rows) == 6 for rows in before)
+
+    with pytest.raises(ValueError, match="total_steps: expected at least the 3072 steps"):
+        trainer.resume(short.run_dirs[0], progress="off", total_steps=512 * 4)
+    with pytest.raises(ValueError, match="total_steps: expected a positive integer, got 0"):
+        trainer.resume(short.run_dirs[0], progress="off", total_steps=0)
+
+    assert cli.main(["--resume", short.run_dirs[1], "--total-steps", str(512 * 9),
+                     "--progress", "off"]) == 0
+    for d, rows in zip(short.run_dirs, before):  # both seeds of the group went on together
+        after = _rows_without_wall(d)
+        assert len(after) == 9 and after[:6] == rows
+        assert [int(r["step"]) for r in after[6:]] == [512 * 7, 512 * 8, 512 * 9]
+        with open(os.path.join(d, "config.json")) as f:
+            rc = json.load(f)
+        assert rc["algo_config"]["total_steps"] == 512 * 9
+        assert [(e["from_total_steps"], e["to_total_steps"], e["at_step"]) for e in rc["extensions"]] \
+            == [(512 * 6, 512 * 9, 512 * 6)]
+    # Other settings still cannot change on resume.
+    assert cli.main(["--resume", short.run_dirs[0], "--lr", "0.1", "--total-steps", "9999"]) == 2

@@ -6,6 +6,7 @@ Examples::
     jaxrl-train --algo trpo --seed 123 --total-steps 20000000 --eval-every 65536 --tag paper
     jaxrl-train --algo ppo --seeds 1 2 3 --activation relu --env-option max_drift=0.05
     jaxrl-train --resume runs/ppo_20250101-120000_s1
+    jaxrl-train --resume runs/trpo_20250101-120000_s1 --total-steps 40000000   # extend a run
     jaxrl-train --algo trpo --help                # lists TRPO's fields
 
 Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``, ``--hidden 128 128``, ...);
@@ -57,7 +58,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
                      help="progress display (auto: bar on a terminal, plain lines otherwise)")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
-                          "are taken from its config.json)")
+                          "are taken from its config.json; --total-steps extends its budget)")
     fields = p.add_argument_group(f"{algo} config ({cfg_cls.__name__})")
     from .networks import ACTIVATIONS
 
@@ -88,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.resume is not None:
-            allowed = {"--resume", "--progress"}
-            others = [a for a in argv if a.startswith("--") and a.split("=")[0] not in allowed]
+            allowed = {"--resume", "--progress", "--total-steps"}
+            typed = [a.split("=")[0] for a in argv if a.startswith("--")]
+            others = [a for a in typed if a not in allowed]
             if others:
-                raise ValueError(f"--resume: takes its settings from the run's config.json; "
-                                 f"drop {others}")
-            result = trainer.resume(args.resume, progress=progress)
+                raise ValueError(f"--resume: takes its settings from the run's config.json "
+                                 f"(only --total-steps may extend it); drop {others}")
+            extend = args.total_steps if "--total-steps" in typed else None
+            result = trainer.resume(args.resume, progress=progress, total_steps=extend)
         else:
             cfg = {f.name: getattr(args, f"cfg_{f.name}")
                    for f in dataclasses.fields(get_algorithm(args.algo)[1])

@@ -367,8 +367,21 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         return run.loop(state, 0, 0.0, stop_after)
 
 
+def _record_extension(run_dirs: list[str], old_total: int, new_total: int, at_step: int) -> None:
+    """Write the new budget into every group member's config.json, keeping a log of extensions."""
+    for d in run_dirs:
+        path = os.path.join(d, RUN_CONFIG)
+        with open(path) as f:
+            rc = json.load(f)
+        rc["algo_config"]["total_steps"] = new_total
+        rc.setdefault("extensions", []).append(
+            {"from_total_steps": old_total, "to_total_steps": new_total, "at_step": at_step,
+             "time": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+        atomic_write_json(path, rc)
+
+
 def resume(run_dir: str, env: Any = None, progress: str | None = None,
-           stop_after: int | None = None) -> TrainResult:
+           stop_after: int | None = None, total_steps: int | None = None) -> TrainResult:
     """Continue an interrupted run (and its seed group) from its last checkpoint.
 
     Args:
@@ -377,6 +390,10 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
             than a "module:factory" name.
         progress: as in `train`.
         stop_after: as in `train`.
+        total_steps: a new step budget, to extend a run (also a finished one). The learning-rate
+            decay then follows the new budget from the checkpoint on, so an extended run is not
+            the same as one started with that budget; each config.json records the extension.
+            None keeps the run's budget (and resume reproduces the uninterrupted run exactly).
     """
     path = os.path.join(run_dir, RUN_CONFIG)
     if not os.path.isfile(path):
@@ -388,7 +405,13 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
     if not os.path.isfile(ckpt):
         raise ValueError(f"resume: {run_dir!r} has no {CHECKPOINT} yet (interrupted before the "
                          f"first checkpoint); start a new run instead")
-    cfg = make_config(rc["algo"], rc["algo_config"])
+    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
+                                    or total_steps <= 0):
+        raise ValueError(f"total_steps: expected a positive integer, got {total_steps!r}")
+    old_total = rc["algo_config"]["total_steps"]
+    extend = total_steps is not None and total_steps != old_total
+    cfg = make_config(rc["algo"], {**rc["algo_config"],
+                                   "total_steps": total_steps if extend else old_total})
     parent = os.path.dirname(os.path.abspath(run_dir))
     run_dirs = [os.path.join(parent, name) for name in rc["group"]]
     for d in run_dirs:
@@ -406,6 +429,12 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
         run = _Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]),
                    run_dirs, rc["eval_every"], rc["checkpoint_every"], progress)
         state, meta = load_checkpoint(ckpt, run.template())
+        if extend:
+            if cfg.n_updates < meta["update"]:
+                raise ValueError(
+                    f"total_steps: expected at least the {meta['step']} steps already trained, "
+                    f"got {total_steps}")
+            _record_extension(run_dirs, old_total, cfg.total_steps, meta["step"])
         for rec, best, best_step in zip(run.records, meta["best"], meta["best_step"]):
             rec.restore(meta["step"], best, best_step)
         if meta["update"] >= cfg.n_updates:
