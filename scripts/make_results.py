@@ -64,6 +64,7 @@ def read_run(run_dir: str) -> dict:
         "steps_done": int(_float(rows[-1]["step"])) if rows else 0,
         "wall_done": _float(rows[-1]["wall"]) if rows else math.nan,
         "env_options": config.get("env_options", {}),
+        "extended_to": [e["to_total_steps"] for e in config.get("extensions", [])],
     }
     if not evals:
         return summary
@@ -246,7 +247,10 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool) -> st
         lines += [f"![robustness]({rel(p)})" for p in pngs] + [""]
 
     lines += ["## Commands", "", "Each run was started with (see its config.json):", ""]
-    lines += [f"- `{run['run']}`: `{run['argv']}`" for run in runs]
+    for run in runs:
+        extensions = "".join(f", then `jaxrl-train --resume {run['run']} --total-steps {n}`"
+                             for n in run["extended_to"])
+        lines.append(f"- `{run['run']}`: `{run['argv']}`{extensions}")
     lines += ["", "Interrupted runs continue with `jaxrl-train --resume RUN_DIR`.", ""]
     with open(out, "w") as handle:
         handle.write("\n".join(lines))

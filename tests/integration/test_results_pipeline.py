@@ -25,6 +25,11 @@ def test_short_training_then_results_page(tmp_path):
     assert done.returncode == 0, done.stderr
     runs = sorted(out.iterdir())
     assert len(runs) == 2
+    # the group goes on past its budget (as the issue-8 TRPO runs did)
+    extend = [str(BIN / "jaxrl-train"), "--resume", str(runs[0]), "--total-steps", "1536",
+              "--progress", "off"]
+    done = subprocess.run(extend, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
 
     page, figures = tmp_path / "results.md", tmp_path / "figures"
     make = [sys.executable, str(ROOT / "scripts" / "make_results.py"), *map(str, runs),
@@ -48,6 +53,7 @@ def test_short_training_then_results_page(tmp_path):
     assert len(rows) == len(runs) and all(len(r) == 6 and " / " in r[-1] for r in rows)
     assert (figures / "learning_curves.png").exists()
     assert "jaxrl-train --algo ppo" in text  # the exact command is recorded
+    assert f"then `jaxrl-train --resume {runs[1].name} --total-steps 1536`" in text
 
 
 def test_best_within_gate_time_reads_only_alive_steps_up_to_the_limit(tmp_path):
