@@ -13,7 +13,8 @@ from .drift import DRIFT_RANGES, DriftParams
 from .env import EnvParams, EnvState, GateEnv, make, observation_layout
 from .marl import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
 from .metrics import gate_metrics
-from .pulses import load_pulse_csv, rollout_pulse
+from .pulses import load_pulse_csv, rollout_pulse, save_pulse_csv
+from .grape import RefineResult, refine_pulse
 from . import pettingzoo  # quantgate_env.pettingzoo.parallel_env(**options) after `import quantgate_env`
 
 __version__ = "0.1.0"
@@ -30,13 +31,16 @@ __all__ = [
     "MultiGateEnv",
     "MultiGateState",
     "QUBIT_AMP_BOUND",
+    "RefineResult",
     "gate_metrics",
     "load_pulse_csv",
     "make",
     "make_multi",
     "nominal_device",
     "observation_layout",
+    "refine_pulse",
     "rollout_pulse",
+    "save_pulse_csv",
 ]
 
 if "ZCQPEE-v0" not in _gymnasium.registry:

@@ -18,7 +18,7 @@ from .precision import x64_scope
 from .propagation import TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
 from .validation import choice, finite_array, positive_number
 
-__all__ = ["load_pulse_csv", "rollout_pulse", "pulse_metrics", "PulseTrace"]
+__all__ = ["load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "PulseTrace"]
 
 # Margin added to a plan's bound so that small parameter changes (drift, robustness maps) under
 # vmap stay inside it; a sample outside it reports NaN (see propagation).
@@ -73,6 +73,36 @@ def load_pulse_csv(path: str | os.PathLike) -> tuple[np.ndarray, float]:
             f"{steps.min():.6g}..{steps.max():.6g} ns; expected a uniform positive step"
         )
     return amplist[1:], dt
+
+
+def save_pulse_csv(path: str | os.PathLike, amps, dt: float, *, overwrite: bool = False) -> None:
+    """Write a pulse in the paper's format, so that :func:`load_pulse_csv` reads it back exactly.
+
+    Columns: an unnamed index, ``amplist`` (rad/ns) and ``tlist`` (ns), n_samples + 1 rows: the
+    first row is t = 0 with amplitude 0 (never applied, as in the paper's files), then row k + 1
+    holds sample k at t = (k + 1) dt. Floats are written with ``repr`` (shortest exact form).
+
+    Args:
+        path: file to create.
+        amps: (n_samples,) finite amplitudes, rad/ns.
+        dt: sample duration, ns.
+        overwrite: replace an existing file (default False: FileExistsError).
+
+    Raises:
+        ValueError: amps not a non-empty finite 1-D array, or dt not a positive number.
+        FileExistsError: ``path`` exists and ``overwrite`` is False.
+    """
+    amps = finite_array("amps", amps, ndim=1)
+    if amps.size == 0:
+        raise ValueError("amps: expected at least one sample, got an empty array")
+    dt = positive_number("dt", dt)
+    amplist = np.concatenate([[0.0], amps])
+    tlist = dt * np.arange(amps.size + 1)
+    with open(path, "w" if overwrite else "x", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["", "amplist", "tlist"])
+        for k, (amp, t) in enumerate(zip(amplist, tlist)):
+            writer.writerow([k, repr(float(amp)), repr(float(t))])
 
 
 def pulse_metrics(amps, device: DeviceParams, dt: float, plan: TaylorPlan, objective: str = "pe") -> PulseTrace:
