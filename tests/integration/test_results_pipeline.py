@@ -33,7 +33,7 @@ def test_short_training_then_results_page(tmp_path):
 
     page, figures = tmp_path / "results.md", tmp_path / "figures"
     make = [sys.executable, str(ROOT / "scripts" / "make_results.py"), *map(str, runs),
-            "--out", str(page), "--figures", str(figures), "--robustness"]
+            "--out", str(page), "--figures", str(figures), "--robustness", "--refine", "5"]
     done = subprocess.run(make, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     text = page.read_text()
@@ -48,10 +48,18 @@ def test_short_training_then_results_page(tmp_path):
         assert (figures / f"robustness_{run.name}.png").stat().st_size > 1000
     assert "median best J_T" in text and "paper (v1 TRPO, SB3)" in text
     # each policy is mapped twice over the recool grid: its own MDP and amplitudes clipped
-    section = text.split("## Robustness")[1].split("## Commands")[0]
+    section = text.split("## Robustness")[1].split("\n## ")[0]
     rows = [l.split(" | ") for l in section.splitlines() if l.startswith("| ppo_")]
     assert len(rows) == len(runs) and all(len(r) == 6 and " / " in r[-1] for r in rows)
     assert (figures / "learning_curves.png").exists()
+    # GRAPE starts from exactly the pulse the policy played: its J_T is the table's short-gate J_T
+    polish = text.split("polished by GRAPE")[1].split("## Commands")[0]
+    for run in runs:
+        main_row = next(l for l in text.splitlines() if l.startswith(f"| {run.name} |")).split(" | ")
+        short_jt = main_row[6].split(" (")[0]
+        cells = next(l for l in polish.splitlines() if l.startswith(f"| {run.name} |")).split(" | ")
+        assert cells[2] == short_jt and float(cells[3].rstrip(" |")) <= float(cells[2])
+    assert "| paper RL pulse (stored) | 17.25 | 9.49e-05 |" in polish
     assert "jaxrl-train --algo ppo" in text  # the exact command is recorded
     assert f"then `jaxrl-train --resume {runs[1].name} --total-steps 1536`" in text
 
