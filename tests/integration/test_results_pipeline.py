@@ -82,5 +82,5 @@ def test_best_within_gate_time_reads_only_alive_steps_up_to_the_limit(tmp_path):
     alive[2, 1:] = False
     np.savez(tmp_path / "evals.npz", step=np.array([100, 200, 300]), JT=jt, t=t, alive=alive)
     got = make_results._best_within(str(tmp_path), 17.25)
-    assert got == {"short_JT": 2e-3, "short_t": 10.0, "short_step": 200}
+    assert got == {"short_JT": 2e-3, "short_t": 10.0, "short_step": 200, "short_index": (1, 1)}
     assert make_results._best_within(str(tmp_path), 1.0) == {}
