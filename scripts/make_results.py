@@ -165,12 +165,15 @@ def _learning_curves(groups: dict, figures: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, runs in groups.items():
-        for run in runs:
-            if "curve" in run:
-                steps, jt = run["curve"]
-                ax.plot(steps / 1e6, np.minimum.accumulate(jt), label=f"{name} s{run['seed']}")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    # One colour per group (configuration), one line style per seed within it.
+    colours = plt.get_cmap("tab10").colors
+    styles = ("-", "--", ":", "-.")
+    for g, (name, runs) in enumerate(groups.items()):
+        for i, run in enumerate(r for r in runs if "curve" in r):
+            steps, jt = run["curve"]
+            ax.plot(steps / 1e6, np.minimum.accumulate(jt), color=colours[g % len(colours)],
+                    ls=styles[i % len(styles)], label=f"{name} s{run['seed']}")
     ax.axhline(9.5e-5, color="k", ls="--", lw=0.8, label="paper 9.5e-5")
     ax.set_yscale("log")
     ax.set_xlabel("environment steps (millions)")
