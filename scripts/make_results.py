@@ -26,6 +26,8 @@ import sys
 import numpy as np
 
 THRESHOLDS = (1e-2, 1e-3, 1e-4)
+PAPER_RL_PULSE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                              "paper-pulses", "RL_pulse.csv")  # the paper's stored pulse (test data)
 PAPER_GATE_NS = 17.25  # the paper agent's gate time: the aim is a better gate no longer than this
 # Per-update diagnostics summarised over the second half of training (medians), when present.
 DIAGNOSTICS = ("approx_kl", "clip_frac", "kl", "grad_steps", "std")
@@ -250,12 +252,11 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
             lines.append(f"| {run['run']} | {rob['gate_time_ns']:.2f} | {rob['nominal_JT']:.2e} | "
                          f"{rob['median_JT']:.2e} | {rob['worst_JT']:.2e} | "
                          f"{clipped['median_JT']:.2e} / {clipped['worst_JT']:.2e} |")
-        pulse = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "paper-pulses", "RL_pulse.csv")
-        if os.path.exists(pulse):  # the paper's stored pulse, open loop, for comparison
+        if os.path.exists(PAPER_RL_PULSE):  # the paper's stored pulse, open loop, for comparison
             from quantgate_env import load_pulse_csv
             from quantgate_env.robustness import pulse_robustness
 
-            amps, dt = load_pulse_csv(pulse)
+            amps, dt = load_pulse_csv(PAPER_RL_PULSE)
             result = pulse_robustness(amps, dt=dt, half_width_mhz="recool", n=11)
             path = os.path.join(figures, "robustness_paper_RL_pulse.png")
             result.save_png(path, title="paper RL pulse (open loop), recool range")
@@ -280,12 +281,11 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
             if polished:
                 lines.append(f"| {run['run']} | {polished['gate_time_ns']:.2f} | {polished['JT_initial']:.2e} | "
                              f"{polished['JT_refined']:.2e} |")
-        pulse = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "paper-pulses", "RL_pulse.csv")
-        if os.path.exists(pulse):
+        if os.path.exists(PAPER_RL_PULSE):
             from quantgate_env import load_pulse_csv
             from quantgate_env.grape import refine_pulse
 
-            amps, dt = load_pulse_csv(pulse)
+            amps, dt = load_pulse_csv(PAPER_RL_PULSE)
             n = int(round(PAPER_GATE_NS / dt))
             result = refine_pulse(amps[:n], dt=dt, n_iter=refine_iters)
             lines.append(f"| paper RL pulse (stored) | {n * dt:.2f} | {result.JT_initial:.2e} | {result.JT_best:.2e} |")
