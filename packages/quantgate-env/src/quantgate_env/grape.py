@@ -38,15 +38,7 @@ import numpy as np
 from .config import EnvConfig
 from .device import DeviceParams, nominal_device, validate_device
 from .hamiltonian import sector_drift
-from .metrics import (
-    OBJECTIVES,
-    concurrence,
-    gate_blocks,
-    pe_cost,
-    sqrt_iswap_fidelity_blocks,
-    unitarity,
-    weyl_coordinates_blocks,
-)
+from .metrics import OBJECTIVES, state_metrics
 from .precision import x64_scope
 from .propagation import TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
 from .pulses import PLAN_MARGIN
@@ -104,10 +96,7 @@ class _AdamState(NamedTuple):
 def _final_cost(amps, device: DeviceParams, dt: float, plan: TaylorPlan, objective: str):
     """Cost of the gate after all samples, with unrounded (differentiable) Weyl coordinates."""
     final, _ = propagate_samples(initial_sector_state(), sector_drift(device), amps, dt, plan)
-    blocks = gate_blocks(final)
-    if objective == "pe":
-        return pe_cost(concurrence(weyl_coordinates_blocks(blocks, digits=None)), unitarity(blocks))
-    return 1.0 - sqrt_iswap_fidelity_blocks(blocks)
+    return state_metrics(final, objective, weyl_digits=None).JT
 
 
 def _log_cost(amps, device, dt, plan, objective):

@@ -286,6 +286,7 @@ def state_metrics(
     objective: str = "pe",
     concurrence_weight: float = 1.0,
     unitarity_weight: float = 3.0,
+    weyl_digits: int | None = WEYL_DIGITS,
 ) -> StateMetrics:
     """Cost, concurrence and unitarity of the gate realised by ``state`` (traceable).
 
@@ -293,9 +294,11 @@ def state_metrics(
         state: propagated sector state.
         objective: "pe" (the paper's J_T) or "sqrt_iswap" (1 - F with free virtual Z).
         concurrence_weight, unitarity_weight: weights of the PE cost.
+        weyl_digits: rounding of the Weyl coordinates (the environment's); None keeps them
+            unrounded, which gradients need (rounding has zero derivative).
     """
     blocks = gate_blocks(state)
-    conc = concurrence(weyl_coordinates_blocks(blocks))
+    conc = concurrence(weyl_coordinates_blocks(blocks, digits=weyl_digits))
     unit = unitarity(blocks)
     if objective == "pe":
         cost = pe_cost(conc, unit, concurrence_weight, unitarity_weight)
