@@ -109,3 +109,12 @@ def test_eval_summary_by_hand():
     # Environments without gate metrics get return and length only.
     assert set(eval_summary({"reward": ep["reward"], "alive": ep["alive"]})) == {"eval_return",
                                                                               "eval_len"}
+
+
+def test_eval_line_says_in_words_that_no_perfect_entangler_appeared():
+    """Before: ``firstPE=nanns``. A NaN first-PE time is printed as ``firstPE=none yet``."""
+    summary = {"eval_return": -3.0, "eval_len": 4, "eval_JT_min": 0.2, "eval_t_JT_min": 0.4,
+               "eval_t_first_PE": math.nan}
+    line = format_eval_line(8192, 1.0, summary)
+    assert "firstPE=none yet" in line and "nan" not in line
+    assert "firstPE=0.30ns" in format_eval_line(8192, 1.0, {**summary, "eval_t_first_PE": 0.3})

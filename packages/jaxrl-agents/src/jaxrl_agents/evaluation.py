@@ -111,7 +111,10 @@ def eval_summary(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
 
 
 def format_eval_line(step: int, wall: float, summary: Mapping[str, float]) -> str:
-    """One human line: ``[step] wall R= minJT=..@..ns firstPE=..ns 1-U=..`` (fields present only)."""
+    """One human line: ``[step] wall R= minJT=..@..ns firstPE=..ns 1-U=..`` (fields present only).
+
+    ``firstPE=none yet`` when the episode never reached a perfect entangler (eval_t_first_PE NaN).
+    """
     parts = [f"[{step:>10d}] {wall:7.0f}s", f"R={summary['eval_return']:9.3f}"]
     if "eval_JT_min" in summary:
         s = f"minJT={summary['eval_JT_min']:.3e}"
@@ -119,7 +122,9 @@ def format_eval_line(step: int, wall: float, summary: Mapping[str, float]) -> st
             s += f"@{summary['eval_t_JT_min']:.1f}ns"
         parts.append(s)
     if "eval_t_first_PE" in summary:
-        parts.append(f"firstPE={summary['eval_t_first_PE']:.2f}ns")
+        t_pe = summary["eval_t_first_PE"]
+        # NaN means no step of the episode reached a perfect entangler: say so in words.
+        parts.append("firstPE=none yet" if math.isnan(t_pe) else f"firstPE={t_pe:.2f}ns")
     if "eval_1mU_at_best" in summary:
         parts.append(f"1-U={summary['eval_1mU_at_best']:.1e}")
     return "  ".join(parts)
