@@ -77,6 +77,41 @@ def test_config_validation_names_the_field(cls, fields, match):
         cls(**fields)
 
 
+@pytest.mark.parametrize("cls", [PPOConfig, TRPOConfig])
+@pytest.mark.parametrize("field, value", [
+    ("lr", math.inf), ("lr", -math.inf), ("gamma", math.inf), ("adam_eps", math.inf),
+    ("lr_decay", math.inf), ("target_kl", -math.inf)])
+def test_every_float_setting_must_be_finite(cls, field, value):
+    """Before: PPOConfig(lr=inf) was accepted and trained an all-NaN policy."""
+    with pytest.raises(ValueError, match=f"{field}: expected a finite number, got -?inf"):
+        cls(**{field: value})
+
+
+def test_ppo_target_kl_takes_inf_as_off():
+    assert PPOConfig(target_kl=math.inf).target_kl == math.inf == PPOConfig().target_kl
+
+
+@pytest.mark.parametrize("cls", [PPOConfig, TRPOConfig])
+@pytest.mark.parametrize("field, value, expected", [
+    ("lr", "50", "a real number"), ("lr", True, "a real number"), ("lr", 1j, "a real number"),
+    ("lr", np.complex128(1), "a real number"), ("n_envs", "50", "an integer"),
+    ("n_envs", True, "an integer"), ("n_envs", np.bool_(True), "an integer"),
+    ("n_envs", 4 + 0j, "an integer"), ("normalize_advantage", 1, "True or False"),
+    ("normalize_advantage", "yes", "True or False"), ("hidden", "64", "a sequence"),
+    ("hidden", (64, True), "a non-empty sequence"), ("activation", True, "one of")])
+def test_strings_bools_and_complex_are_refused_not_coerced(cls, field, value, expected):
+    with pytest.raises(ValueError, match=f"{field}: expected {expected}.*\\({type(value).__name__}\\)"):
+        cls(**{field: value})
+
+
+def test_numpy_numbers_are_accepted_as_python_numbers():
+    cfg = PPOConfig(n_envs=np.int64(16), lr=np.float32(0.5), hidden=[np.int32(8)],
+                    normalize_advantage=np.bool_(False), n_minibatches=4)
+    assert (cfg.n_envs, cfg.lr, cfg.hidden, cfg.normalize_advantage) == (16, 0.5, (8,), False)
+    assert type(cfg.n_envs) is int and type(cfg.lr) is float and type(cfg.hidden[0]) is int
+    assert type(cfg.normalize_advantage) is bool
+
+
 def test_paper_defaults():
     p, t = PPOConfig(), TRPOConfig()
     assert (p.n_envs, p.n_steps, p.n_epochs, p.n_minibatches, p.minibatch_size) == (64, 128, 10, 32, 256)

@@ -3,7 +3,9 @@
 Each algorithm config is a frozen dataclass (hashable, so it can key the compilation cache and be a
 static argument of `jit`). Every field carries a ``check`` (how it is validated) and a ``help`` string
 (used by the CLI) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
-compiled, and raises ValueError naming the field, what was expected and what arrived.
+compiled, and raises ValueError naming the field, what was expected and what arrived (value and
+type). Strings, bools and complex numbers are refused, never coerced; every float must be finite
+(an infinite learning rate is always a typo; PPO's ``target_kl`` alone takes inf, meaning "off").
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
+
 from .networks import ACTIVATIONS
 
 __all__ = ["AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
@@ -23,21 +27,40 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
     """A dataclass field with a validation rule and a CLI help string.
 
     ``check`` is one of: "pos_int", "nonneg_int", "pos_float", "nonneg_float", "unit_interval"
-    (0 < x <= 1), "open_unit" (0 < x < 1), "activation", "hidden", "bool".
+    (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf for
+    "off"), "activation", "hidden", "bool". Every float must be finite, except the explicit inf of
+    "pos_float_or_inf".
     """
     return dataclasses.field(default=default, metadata={"check": check, "help": help})
 
 
+_FLOAT_CHECKS = ("pos_float", "nonneg_float", "unit_interval", "open_unit", "pos_float_or_inf")
+
+
 def _fail(name, expected, got):
-    raise ValueError(f"{name}: expected {expected}, got {got!r}")
+    raise ValueError(f"{name}: expected {expected}, got {got!r} ({type(got).__name__})")
+
+
+def _is_int(value) -> bool:
+    # bool is an int subclass in Python, but True as a step count is always a mistake.
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value) -> bool:
+    # Strings, bools and complex numbers are refused rather than coerced by float().
+    return _is_int(value) or isinstance(value, (float, np.floating))
 
 
 def _check_value(name: str, check: str, value: Any) -> Any:
-    """Validate one field and return its normalised value."""
+    """Validate one field and return its normalised value (a Python int, float, str, tuple or bool).
+
+    Raises:
+        ValueError: naming the field, the expected type or range, and the value with its type.
+    """
     if check in ("pos_int", "nonneg_int"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
+        if not _is_int(value):
+            if isinstance(value, (float, np.floating)) and float(value).is_integer():
+                value = int(value)  # 64.0 from a JSON file or a computation means 64
             else:
                 _fail(name, "an integer", value)
         if value <= 0 and check == "pos_int":
@@ -45,13 +68,15 @@ def _check_value(name: str, check: str, value: Any) -> Any:
         if value < 0:
             _fail(name, "a non-negative integer", value)
         return int(value)
-    if check in ("pos_float", "nonneg_float", "unit_interval", "open_unit"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail(name, "a number", value)
+    if check in _FLOAT_CHECKS:
+        if not _is_real(value):
+            _fail(name, "a real number (int or float)", value)
         value = float(value)
         if math.isnan(value):
             _fail(name, "a number, not NaN", value)
-        if check == "pos_float" and not value > 0:
+        if math.isinf(value) and not (check == "pos_float_or_inf" and value > 0):
+            _fail(name, "a finite number", value)
+        if check in ("pos_float", "pos_float_or_inf") and not value > 0:
             _fail(name, "a positive number", value)
         if check == "nonneg_float" and not value >= 0:
             _fail(name, "a non-negative number", value)
@@ -61,23 +86,22 @@ def _check_value(name: str, check: str, value: Any) -> Any:
             _fail(name, "a number in (0, 1)", value)
         return value
     if check == "activation":
-        if value not in ACTIVATIONS:
+        if not isinstance(value, str) or value not in ACTIVATIONS:
             _fail(name, f"one of {sorted(ACTIVATIONS)}", value)
         return value
     if check == "hidden":
-        if isinstance(value, int):
+        if _is_int(value):
             value = (value,)
-        try:
-            value = tuple(value)
-        except TypeError:
-            _fail(name, "a sequence of positive layer widths", value)
-        if not value or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in value):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            _fail(name, "a sequence of positive integer layer widths", value)
+        value = tuple(value)
+        if not value or any(not _is_int(h) or h <= 0 for h in value):
             _fail(name, "a non-empty sequence of positive integer layer widths", value)
-        return value
+        return tuple(int(h) for h in value)
     if check == "bool":
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):
             _fail(name, "True or False", value)
-        return value
+        return bool(value)
     raise AssertionError(f"unknown check {check!r} for field {name}")  # programming error
 
 

@@ -1,14 +1,13 @@
 """Validated configurations of IPPO and IPPO-Lagrangian.
 
 Same machinery as the PPO/TRPO configs (config.cfg_field: a validation rule and a CLI help string
-per field, checked in Python before anything is compiled), with the multi-agent fields. Every float
-must also be finite: an infinite learning rate or cost limit is always a typo.
+per field, checked in Python before anything is compiled), with the multi-agent fields. As there,
+every float must be finite: an infinite learning rate or cost limit is always a typo.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
 from .config import _check_value, cfg_field
@@ -47,11 +46,9 @@ class IPPOConfig:
     activation: str = cfg_field("tanh", "activation", "hidden activation")
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = _check_value(f.name, f.metadata["check"], getattr(self, f.name))
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{f.name}: expected a finite number, got {value!r}")
-            object.__setattr__(self, f.name, value)
+        for f in dataclasses.fields(self):  # _check_value refuses non-finite floats itself
+            object.__setattr__(self, f.name, _check_value(f.name, f.metadata["check"],
+                                                          getattr(self, f.name)))
         self._check_consistency()
 
     def _check_consistency(self) -> None:

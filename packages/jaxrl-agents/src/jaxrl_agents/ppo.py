@@ -41,7 +41,7 @@ class PPOConfig(AlgoConfig):
     ent_coef: float = cfg_field(0.0, "nonneg_float", "entropy bonus coefficient")
     max_grad_norm: float = cfg_field(0.5, "pos_float", "global gradient-norm clip")
     normalize_advantage: bool = cfg_field(True, "bool", "normalise advantages per minibatch")
-    target_kl: float = cfg_field(math.inf, "pos_float",
+    target_kl: float = cfg_field(math.inf, "pos_float_or_inf",
                                  "skip the rest of an update once a minibatch starts with approx KL "
                                  "> 1.5 x this (SB3 semantics); inf = never")
 
