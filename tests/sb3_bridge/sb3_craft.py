@@ -138,3 +138,70 @@ def read_member(path, name: str) -> bytes:
 
 def read_data(path) -> dict:
     return json.loads(read_member(path, "data"))
+
+
+# ------------------------------------------------------------------------ hostile sizes (bombs)
+def write_zeros(zf: zipfile.ZipFile, name: str, size: int, chunk: int = 1 << 20) -> None:
+    """Write ``size`` zero bytes as member ``name`` of ``zf`` without holding them in memory.
+
+    With ``zf`` opened as ``ZIP_DEFLATED`` a member inflating to 64 MB takes ~64 KB on disk: the
+    shape of a decompression bomb.
+    """
+    block = bytes(min(chunk, size))
+    with zf.open(name, "w", force_zip64=size >= 1 << 31) as fh:
+        left = size
+        while left:
+            n = min(left, len(block))
+            fh.write(block[:n])
+            left -= n
+
+
+def bomb_checkpoint(src, dst, member: str, size: int) -> None:
+    """Copy the SB3 zip ``src`` to ``dst`` with ``member`` replaced by ``size`` deflated zero bytes."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            if item.filename == member:
+                write_zeros(zout, member, size)
+            else:
+                zout.writestr(item.filename, zin.read(item.filename))
+
+
+def zeros_torch_archive(tensors: dict) -> bytes:
+    """A torch ``.pth`` whose storages are deflated zeros (torch itself stores them uncompressed).
+
+    Args:
+        tensors: name -> ``(numel, entry_bytes)``: a 1-D float32 tensor of ``numel`` elements whose
+            storage entry holds ``entry_bytes`` zero bytes (``4 * numel`` for an honest file).
+    """
+    spec, storages = {}, {}
+    for i, (name, (numel, _)) in enumerate(tensors.items()):
+        storages[str(i)] = ("FloatStorage", numel)
+        spec[name] = (str(i), 0, (numel,), (1,))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("archive/data.pkl", state_dict_pickle(spec, storages))
+        zf.writestr("archive/byteorder", "little")
+        for i, (_, nbytes) in enumerate(tensors.values()):
+            write_zeros(zf, f"archive/data/{i}", nbytes)
+    return out.getvalue()
+
+
+def declare_size(blob: bytes, name: str, size: int) -> bytes:
+    """Rewrite the uncompressed size that the zip ``blob`` declares for ``name`` (central directory
+    and local header), leaving the compressed data alone: a member that lies about its size."""
+    buf = bytearray(blob)
+    encoded = name.encode()
+    with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+        central = zf.start_dir  # scan the directory only: the data may hold the same bytes
+    found = False
+    while buf[central:central + 4] == b"PK\x01\x02":
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", buf, central + 28)
+        if bytes(buf[central + 46: central + 46 + name_len]) == encoded:
+            struct.pack_into("<I", buf, central + 24, size)
+            local = struct.unpack_from("<I", buf, central + 42)[0]
+            struct.pack_into("<I", buf, local + 22, size)
+            found = True
+        central += 46 + name_len + extra_len + comment_len
+    if not found:
+        raise KeyError(name)
+    return bytes(buf)

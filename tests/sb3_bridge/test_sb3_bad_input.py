@@ -55,13 +55,14 @@ def test_empty_file(tmp_path):
     assert "not a zip file" in str(_error(path))
 
 
-@pytest.mark.parametrize("fraction", [0.3, 0.9])
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.9, 0.999])
 def test_truncated_zip(ppo_box, tmp_path, fraction):
     blob = ppo_box.read_bytes()
     path = tmp_path / "cut.zip"
     path.write_bytes(blob[: int(len(blob) * fraction)])
     err = _error(path)
-    assert "truncated" in str(err)
+    # The reason, not str(err): the pytest tmp_path of this test holds the word "truncated".
+    assert err.member is None and "truncated" in err.reason
 
 
 def test_corrupt_member_fails_its_crc(ppo_box, tmp_path):
@@ -348,11 +349,12 @@ def test_live_sb3_unsupported_models(tmp_path):
     assert "gSDE" in _unsupported(tmp_path / "sde.zip")
 
 
-def test_member_larger_than_the_limit_is_not_read(ppo_box, tmp_path, monkeypatch):
+def test_data_larger_than_its_limit_is_not_read(ppo_box, tmp_path, monkeypatch):
     from sb3_bridge import archive
-    monkeypatch.setattr(archive, "MAX_MEMBER_BYTES", 1000)  # data is ~10 KB
+    monkeypatch.setattr(archive, "MAX_DATA_BYTES", 1000)  # data is ~10 KB
     err = _error(ppo_box)
     assert err.member == "data" and "more than the 1000-byte limit" in str(err)
+    assert "MAX_DATA_BYTES" in str(err)
 
 
 def test_torch_entry_larger_than_the_limit_is_not_read(ppo_box, tmp_path, monkeypatch):
@@ -360,8 +362,8 @@ def test_torch_entry_larger_than_the_limit_is_not_read(ppo_box, tmp_path, monkey
     state = _state(ppo_box)
     state["log_std"] = np.zeros(300_000, np.float32)  # a 1.2 MB storage
     blob = torch_state_dict_bytes(state)
-    monkeypatch.setattr(archive, "MAX_MEMBER_BYTES", 1_000_000)
-    with pytest.raises(CheckpointError, match=r"policy.pth:archive/data/0.*more than the 1000000-byte limit"):
+    monkeypatch.setattr(archive, "MAX_CHECKPOINT_BYTES", 1_000_000)
+    with pytest.raises(CheckpointError, match=r"policy.pth:archive/data/0.*1000000-byte limit per checkpoint"):
         read_state_dict(blob, "m.zip")
 
 

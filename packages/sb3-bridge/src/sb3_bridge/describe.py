@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import keymap
-from .archive import read_members
-from .errors import UnsupportedCheckpointError
+from .archive import ReadBudget, read_members
+from .errors import CheckpointError, UnsupportedCheckpointError
 from .sb3_data import DataSummary, parse_data
 from .torch_archive import read_state_dict
 
-__all__ = ["CheckpointInfo", "inspect", "SUPPORTED_ALGORITHMS", "SB3_TO_JAX_ACTIVATION"]
+__all__ = ["CheckpointInfo", "inspect", "check_convertible", "SUPPORTED_ALGORITHMS",
+           "SB3_TO_JAX_ACTIVATION"]
 
 SUPPORTED_ALGORITHMS = ("PPO", "A2C", "TRPO")
 SUPPORTED_POLICY_CLASSES = ("ActorCriticPolicy",)  # what "MlpPolicy" resolves to
@@ -97,14 +98,15 @@ class CheckpointInfo:
 
 
 def read_checkpoint(path):
-    """Read and parse the two members sb3-bridge uses.
+    """Read and parse the two members sb3-bridge uses, within one ``archive.ReadBudget``.
 
     Returns:
         ``(DataSummary, state_dict, sb3_version)``.
     """
-    members = read_members(path, ("data", "policy.pth"), ("_stable_baselines3_version",))
+    budget = ReadBudget(path)
+    members = read_members(path, ("data", "policy.pth"), ("_stable_baselines3_version",), budget=budget)
     summary = parse_data(members["data"], path)
-    state = read_state_dict(members["policy.pth"], path, "policy.pth")
+    state = read_state_dict(members.pop("policy.pth"), path, "policy.pth", budget=budget)
     version = members.get("_stable_baselines3_version")
     version = version.decode("utf-8", "replace").strip() if version is not None else None
     return summary, state, version
@@ -209,8 +211,61 @@ def inspect(path) -> CheckpointInfo:
         num_timesteps=summary.num_timesteps,
         parameters={k: tuple(v.shape) for k, v in state.items()},
         n_parameters=int(sum(v.size for v in state.values())),
-        problems=tuple(find_problems(summary, state)),
+        problems=tuple(_all_problems(path, summary, state)),
     )
+
+
+def _all_problems(path, summary, state) -> list[str]:
+    problems = find_problems(summary, state)
+    if not problems:
+        # The checks `load` makes beyond the supported-kind table (keys, shapes, finite weights,
+        # data against weights): a file `inspect` calls loadable must load.
+        try:
+            check_convertible(path, summary, state)
+        except CheckpointError as exc:
+            problems.append(exc.reason)
+    return problems
+
+
+def check_convertible(path, summary: DataSummary, state: dict, activation: str | None = None):
+    """Every check ``load`` makes before building a network; one definition for ``load`` and
+    ``inspect``.
+
+    Args:
+        path: the checkpoint, for error messages.
+        summary: parsed ``data``.
+        state: state_dict from ``policy.pth``.
+        activation: SB3 activation class name overriding ``data``'s (``None``: use data's).
+
+    Returns:
+        ``keymap.MlpWeights``: the converted weights.
+
+    Raises:
+        UnsupportedCheckpointError: a kind of checkpoint that is not converted (``find_problems``).
+        CheckpointError: missing / unexpected tensors, wrong shapes, non-finite or integer
+            weights, or sizes in ``data`` that disagree with the weights.
+    """
+    raise_if_unsupported(path, find_problems(summary, state, activation))
+    discrete = summary.action_space.kind == "Discrete"
+    weights = keymap.convert_state_dict(state, discrete=discrete, path=path)
+    obs_space, act_space = summary.observation_space, summary.action_space
+    # Cross-check data against the weights: a mismatch means the members come from different models.
+    if obs_space.shape and obs_space.shape != (weights.obs_dim,):
+        raise CheckpointError(path, "policy.pth", f"the first layer takes {weights.obs_dim} inputs but "
+                              f"data's observation_space has shape {list(obs_space.shape)}")
+    if discrete:
+        if act_space.n is not None and act_space.n != weights.act_dim:
+            raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
+                                  f"data's action_space is Discrete({act_space.n})")
+    elif act_space.shape and int(np.prod(act_space.shape)) != weights.act_dim:
+        raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
+                              f"data's action_space has shape {list(act_space.shape)}")
+    declared = summary.net_arch
+    if declared is not None and "unreadable" not in declared and (
+            tuple(declared["pi"]) != weights.pi_hidden or tuple(declared["vf"]) != weights.vf_hidden):
+        raise CheckpointError(path, "policy.pth", f"weights have pi={list(weights.pi_hidden)}, "
+                              f"vf={list(weights.vf_hidden)} but data declares net_arch {declared}")
+    return weights
 
 
 def _out(state, key) -> int:

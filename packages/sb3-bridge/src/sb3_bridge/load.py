@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 
-from .describe import (SB3_TO_JAX_ACTIVATION, find_problems, raise_if_unsupported,
-                       read_checkpoint)
+from .describe import SB3_TO_JAX_ACTIVATION, check_convertible, read_checkpoint
 from .errors import CheckpointError
-from .keymap import convert_state_dict
 
 __all__ = ["load", "resolve_activation"]
 
@@ -67,31 +65,9 @@ def load(path, *, activation: str | None = None):
 
     override = resolve_activation(activation)
     summary, state, version = read_checkpoint(path)
-    raise_if_unsupported(path, find_problems(summary, state, override))
+    weights = check_convertible(path, summary, state, override)
     discrete = summary.action_space.kind == "Discrete"
-    weights = convert_state_dict(state, discrete=discrete, path=path)
-
     obs_space, act_space = summary.observation_space, summary.action_space
-    # Cross-check data against the weights: a mismatch means the members come from different models.
-    if obs_space.shape and obs_space.shape != (weights.obs_dim,):
-        raise CheckpointError(path, "policy.pth", f"the first layer takes {weights.obs_dim} inputs but "
-                              f"data's observation_space has shape {list(obs_space.shape)}")
-    if discrete:
-        if act_space.n is not None and act_space.n != weights.act_dim:
-            raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
-                                  f"data's action_space is Discrete({act_space.n})")
-    else:
-        n_act = 1
-        for s in act_space.shape:
-            n_act *= s
-        if act_space.shape and n_act != weights.act_dim:
-            raise CheckpointError(path, "policy.pth", f"action_net has {weights.act_dim} outputs but "
-                                  f"data's action_space has shape {list(act_space.shape)}")
-    declared = summary.net_arch
-    if declared is not None and "unreadable" not in declared and (
-            tuple(declared["pi"]) != weights.pi_hidden or tuple(declared["vf"]) != weights.vf_hidden):
-        raise CheckpointError(path, "policy.pth", f"weights have pi={list(weights.pi_hidden)}, "
-                              f"vf={list(weights.vf_hidden)} but data declares net_arch {declared}")
 
     sb3_activation = override or summary.activation
     jax_activation = SB3_TO_JAX_ACTIVATION[sb3_activation]

@@ -100,6 +100,19 @@ def parse_data(blob: bytes, path) -> DataSummary:
     except json.JSONDecodeError as exc:
         raise CheckpointError(path, "data", f"malformed JSON at line {exc.lineno} column {exc.colno}: "
                               f"{exc.msg}") from None
+    except RecursionError:
+        raise CheckpointError(path, "data", _TOO_DEEP) from None
+    try:
+        return _summarize(data, path)
+    except RecursionError:  # str() of a deeply nested entry that json.loads just managed to build
+        raise CheckpointError(path, "data", _TOO_DEEP) from None
+
+
+_TOO_DEEP = ("JSON nested too deeply to parse (SB3 writes a few levels); the file is corrupt or "
+             "crafted")
+
+
+def _summarize(data, path) -> DataSummary:
     if not isinstance(data, dict):
         raise CheckpointError(path, "data", f"expected a JSON object, found {type(data).__name__}")
     for key in ("policy_class", "observation_space", "action_space"):

@@ -18,14 +18,15 @@ the name is imported. That is the same policy as ``torch.load(weights_only=True)
 from __future__ import annotations
 
 import io
+import math
 import pickle
-import zipfile
-import zlib
 from collections import OrderedDict
 
 import numpy as np
 
+from . import archive
 from .errors import CheckpointError, UnsafeCheckpointError, UnsupportedCheckpointError
+from .pickle_depth import MAX_PICKLE_DEPTH, pickle_depth
 
 __all__ = ["read_state_dict", "ALLOWED_GLOBALS"]
 
@@ -76,17 +77,22 @@ class _Storage:
         self.key = key
 
 
-def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDict[str, np.ndarray]":
+def read_state_dict(blob: bytes, path, member: str = "policy.pth", *,
+                    budget: archive.ReadBudget | None = None) -> "OrderedDict[str, np.ndarray]":
     """Parse a torch-saved state_dict without torch.
 
     Args:
         blob: the bytes of the ``.pth`` member.
         path: the checkpoint path, for error messages.
         member: the member name of ``blob`` inside the checkpoint, for error messages.
+        budget: the checkpoint's ``archive.ReadBudget`` (default: a new one): every entry read
+            from the archive is charged to it, after its declared size has been checked.
 
     Returns:
-        ``OrderedDict`` of parameter name -> ``np.ndarray`` (a copy, C-contiguous, dtype of the
-        storage; bfloat16 widened to float32), in the order torch saved them.
+        ``OrderedDict`` of parameter name -> ``np.ndarray`` (C-contiguous, writeable, dtype of the
+        storage; bfloat16 widened to float32), in the order torch saved them. A tensor that is a
+        contiguous run of its storage is a view of it (no copy), so tensors sharing a storage
+        share memory, as in torch.
 
     Raises:
         UnsafeCheckpointError: the pickle references a global outside ``ALLOWED_GLOBALS``.
@@ -100,10 +106,8 @@ def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDi
                 "_use_new_zipfile_serialization=False; supported: the zip format SB3 2.x writes. "
                 "Re-save the model with a current SB3/torch.")
         raise CheckpointError(path, member, f"not a torch zip archive (first bytes {blob[:4]!r})")
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(blob))
-    except zipfile.BadZipFile as exc:
-        raise CheckpointError(path, member, f"truncated or corrupt torch archive ({exc})") from None
+    budget = budget if budget is not None else archive.ReadBudget(path)
+    zf = archive.open_zip(io.BytesIO(blob), path, member, "torch archive")
     with zf:
         names = zf.namelist()
         pkl = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
@@ -113,11 +117,22 @@ def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDi
         prefix = pkl[0][: -len("data.pkl")]
         byteorder = "little"
         if prefix + "byteorder" in names:
-            byteorder = _read(zf, path, member, prefix + "byteorder").decode("ascii", "replace").strip()
+            byteorder = _read(zf, budget, member, prefix + "byteorder", cap=16)
+            byteorder = byteorder.decode("ascii", "replace").strip()
             if byteorder not in ("little", "big"):
                 raise CheckpointError(path, f"{member}:{prefix}byteorder", f"unknown byte order {byteorder!r}")
+        pickled = _read(zf, budget, member, pkl[0], cap=archive.MAX_PICKLE_BYTES,
+                        cap_name="sb3_bridge.archive.MAX_PICKLE_BYTES")
+        try:
+            depth = pickle_depth(pickled)
+        except ValueError as exc:  # an opcode pickletools cannot decode
+            raise CheckpointError(path, f"{member}:{pkl[0]}", f"malformed state_dict pickle ({exc})") from None
+        if depth > MAX_PICKLE_DEPTH:
+            raise CheckpointError(path, f"{member}:{pkl[0]}", f"the pickle nests objects more than "
+                                  f"{MAX_PICKLE_DEPTH} levels deep (a state_dict needs about 8); refused "
+                                  f"before unpickling, as such nesting can crash the interpreter")
         unpickler = _StateDictUnpickler(
-            io.BytesIO(_read(zf, path, member, pkl[0])), zf=zf, prefix=prefix, byteorder=byteorder,
+            io.BytesIO(pickled), zf=zf, budget=budget, prefix=prefix, byteorder=byteorder,
             path=path, member=member)
         try:
             obj = unpickler.load()
@@ -131,34 +146,31 @@ def read_state_dict(blob: bytes, path, member: str = "policy.pth") -> "OrderedDi
                               f"expected a state_dict (a dict of tensors), found {type(obj).__name__}")
     out: OrderedDict[str, np.ndarray] = OrderedDict()
     for key, value in obj.items():
-        if not isinstance(key, str) or not isinstance(value, np.ndarray):
-            raise CheckpointError(path, f"{member}:{pkl[0]}", f"state_dict entry {key!r} is a "
+        if not isinstance(key, str):
+            # Only the type: the repr of a crafted key could be huge or recurse without end.
+            raise CheckpointError(path, f"{member}:{pkl[0]}", f"state_dict entry of type "
+                                  f"{type(key).__name__} as its name, expected str keys")
+        if not isinstance(value, np.ndarray):
+            raise CheckpointError(path, f"{member}:{pkl[0]}", f"state_dict entry {key[:200]!r} is a "
                                   f"{type(value).__name__}, expected a tensor")
         out[key] = value
     return out
 
 
-def _read(zf: zipfile.ZipFile, path, member: str, name: str) -> bytes:
-    from . import archive  # the limit lives there, read at call time so tests can lower it
-
+def _read(zf, budget, member: str, name: str, **limits) -> bytes:
     try:
-        size = zf.getinfo(name).file_size
-        if size > archive.MAX_MEMBER_BYTES:
-            raise CheckpointError(path, f"{member}:{name}", f"entry declares {size} bytes uncompressed, "
-                                  f"more than the {archive.MAX_MEMBER_BYTES}-byte limit")
-        return zf.read(name)
+        return budget.read(zf, name, f"{member}:{name}", **limits)
     except KeyError:
-        raise CheckpointError(path, f"{member}:{name}", "entry missing from the torch archive") from None
-    except (zipfile.BadZipFile, EOFError, zlib.error, ValueError) as exc:
-        raise CheckpointError(path, f"{member}:{name}", f"cannot read entry ({exc})") from None
+        raise CheckpointError(budget.path, f"{member}:{name}", "entry missing from the torch archive") from None
 
 
 class _StateDictUnpickler(pickle.Unpickler):
     """Unpickler that knows only state_dict globals; storages come from the enclosing archive."""
 
-    def __init__(self, file, *, zf, prefix, byteorder, path, member):
+    def __init__(self, file, *, zf, budget, prefix, byteorder, path, member):
         super().__init__(file)
         self._zf = zf
+        self._budget = budget
         self._prefix = prefix
         self._order = "<" if byteorder == "little" else ">"
         self._path = path
@@ -192,13 +204,19 @@ class _StateDictUnpickler(pickle.Unpickler):
         if key in self._storages:
             return self._storages[key]
         entry = f"{self._prefix}data/{key}"
-        raw = _read(self._zf, self._path, self._member, entry)
         code = stype.code
         itemsize = {"bf16": 2, "b1": 1}.get(code) or np.dtype(code).itemsize
-        if len(raw) != numel * itemsize:
+        try:
+            declared = self._zf.getinfo(entry).file_size
+        except KeyError:
+            declared = None  # reported as missing by _read
+        if declared is not None and declared != numel * itemsize:
+            # Checked before inflating: a storage is exactly numel elements.
             raise CheckpointError(self._path, f"{self._member}:{entry}",
-                                  f"storage holds {len(raw)} bytes, expected {numel} x {itemsize} "
-                                  f"({stype}); the archive is truncated or corrupt")
+                                  f"storage declares {declared} bytes, expected {numel} x {itemsize} "
+                                  f"({stype}); the archive is truncated, corrupt or crafted")
+        # A bytearray, so tensors that view it (below) are writeable like torch's.
+        raw = _read(self._zf, self._budget, self._member, entry, mutable=True)
         if code == "bf16":
             bits = np.frombuffer(raw, dtype=self._order + "u2").astype(np.uint32) << 16
             array = bits.view(np.float32)
@@ -222,7 +240,7 @@ class _StateDictUnpickler(pickle.Unpickler):
             raise CheckpointError(self._path, where, f"malformed tensor (offset={storage_offset!r:.50}, "
                                   f"size={size!r:.80}, stride={stride!r:.80})")
         base = storage.array
-        n = int(np.prod(size, dtype=np.int64))
+        n = math.prod(size)  # exact: int64 products of crafted sizes wrap around
         if n > base.size:
             # A state_dict never broadcasts (stride 0); refusing keeps a crafted size from
             # allocating far more memory than the file holds.
@@ -236,10 +254,14 @@ class _StateDictUnpickler(pickle.Unpickler):
                     self._path, f"{self._member}:{self._prefix}data/{storage.key}",
                     f"tensor of size {size} with stride {stride} at offset {storage_offset} reaches "
                     f"element {last}, but the storage has only {base.size} elements")
+            contiguous = tuple(math.prod(size[i + 1:]) for i in range(len(size)))
+            if all(st == c for s, st, c in zip(size, stride, contiguous) if s > 1):
+                # The usual case (each parameter its own storage): a view, not a second copy.
+                return base[storage_offset:storage_offset + n].reshape(size)
             view = np.lib.stride_tricks.as_strided(
                 base[storage_offset:], shape=size,
                 strides=tuple(st * base.itemsize for st in stride), writeable=False)
-            return np.array(view, order="C")  # own the memory: the archive bytes go away
+            return np.array(view, order="C")
         return np.zeros(size, dtype=base.dtype)
 
 
