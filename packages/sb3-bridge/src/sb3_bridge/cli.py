@@ -3,13 +3,14 @@ a jaxrl-agents policy back to SB3.
 
     sb3-bridge inspect MODEL.zip
     sb3-bridge evaluate MODEL.zip [--env MODULE:FACTORY | GYM_ID] [--env-option K=V ...]
-                                  [--episodes N] [--seed S] [--activation NAME] [--out DIR]
-    sb3-bridge export POLICY_DIR OUT.zip [--algo ppo|a2c|trpo]
+                                  [--episodes N] [--seed S] [--activation NAME] [--out DIR [--force]]
+    sb3-bridge export POLICY_DIR OUT.zip [--algo ppo|a2c|trpo] [--force]
 
 ``evaluate`` prints the trainer's evaluation line per episode (return, best J_T and its time, first
 perfect entangler, 1 - U at the best step) and with ``--out`` writes ``evals.npz`` (the trainer's
 layout), ``summary.json`` and, when the environment reports its pulse, ``pulse.csv`` in the paper's
-format (``pulse_<i>.csv`` for episode i when N > 1).
+format (``pulse_<i>.csv`` for episode i when N > 1). Existing files are replaced only with
+``--force``; every file is written atomically.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import os
 import sys
 import time
 
+from . import evaluation
 from .errors import CheckpointError
+from .outputs import refuse_existing
 
 DEFAULT_ENV = "quantgate_env:make"
 
@@ -52,11 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override the activation read from the checkpoint (tanh, relu, ...)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write evals.npz, summary.json and pulse.csv into DIR")
+    p.add_argument("--force", action="store_true",
+                   help="replace those files if DIR already holds them (e.g. a training run's evals.npz)")
 
     p = sub.add_parser("export", help="write a jaxrl-agents policy directory as an SB3 .zip (needs torch)")
     p.add_argument("policy", help="policy directory (policy.json + params.npz) or a jaxrl-train run directory")
     p.add_argument("out", help="output .zip")
     p.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "trpo"))
+    p.add_argument("--force", action="store_true", help="replace OUT.zip if it exists")
     return parser
 
 
@@ -67,10 +73,13 @@ def _fmt(value) -> str:
 
 
 def _evaluate(args) -> int:
-    from . import evaluation
     from .load import load
     from jaxrl_agents.evaluation import format_eval_line
 
+    if args.out:
+        # Before anything runs: a refused command costs nothing and leaves DIR as it was.
+        refuse_existing([os.path.join(args.out, name) for name in evaluation.output_files(args.episodes)],
+                        overwrite=args.force)
     policy = load(args.model, activation=args.activation)
     options = _parse_options(args.env_option)
     meta = policy.metadata
@@ -91,16 +100,18 @@ def _evaluate(args) -> int:
                                     for k in summaries[0]))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        evaluation.write_evals(os.path.join(args.out, "evals.npz"), episodes, step=step)
-        with open(os.path.join(args.out, "summary.json"), "w") as fh:
-            json.dump({"model": os.path.abspath(args.model), "env": args.env, "env_options": options,
-                       "seed": args.seed, "episodes": summaries}, fh, indent=2, default=float)
-        written = ["evals.npz", "summary.json"]
+        evals_name, summary_name, *pulse_names = evaluation.output_files(len(episodes))
+        evaluation.write_evals(os.path.join(args.out, evals_name), episodes, step=step,
+                               overwrite=args.force)
+        evaluation.write_summary(os.path.join(args.out, summary_name),
+                                 {"model": os.path.abspath(args.model), "env": args.env,
+                                  "env_options": options, "seed": args.seed, "episodes": summaries},
+                                 overwrite=args.force)
+        written = [evals_name, summary_name]
         if "amps" in episodes[0]:
-            for i, ep in enumerate(episodes):
-                name = "pulse.csv" if len(episodes) == 1 else f"pulse_{i}.csv"
+            for name, ep in zip(pulse_names, episodes):
                 amps, dt = evaluation.episode_pulse(ep)
-                evaluation.write_pulse_csv(os.path.join(args.out, name), amps, dt)
+                evaluation.write_pulse_csv(os.path.join(args.out, name), amps, dt, overwrite=args.force)
                 written.append(name)
         print(f"wrote {', '.join(written)} to {args.out}")
     return 0
@@ -122,18 +133,20 @@ def _inspect(args) -> int:
 def _export(args) -> int:
     from jaxrl_agents.policy import load_policy
     from .sb3_export import export
-    path = export(load_policy(args.policy), args.out, algo=args.algo)
+    path = export(load_policy(args.policy), args.out, algo=args.algo, overwrite=args.force)
     print(f"wrote {path} (load with {'sb3_contrib.TRPO' if args.algo == 'trpo' else 'stable_baselines3.' + args.algo.upper()}.load)")
     return 0
 
 
 def main(argv=None) -> int:
     """Entry point of the ``sb3-bridge`` console script. Returns the exit code: 0 ok, 2 bad
-    arguments or checkpoint, 3 ``inspect`` of an unsupported checkpoint."""
+    arguments or checkpoint, an output file that exists (without ``--force``) or a failed write,
+    3 ``inspect`` of an unsupported checkpoint."""
     args = build_parser().parse_args(argv)
     try:
         return {"inspect": _inspect, "evaluate": _evaluate, "export": _export}[args.command](args)
-    except (CheckpointError, ValueError, FileNotFoundError, ImportError) as exc:
+    except (CheckpointError, ValueError, OSError, ImportError) as exc:
+        # OSError: FileExistsError from the overwrite policy, and a full or read-only disk.
         print(f"sb3-bridge {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

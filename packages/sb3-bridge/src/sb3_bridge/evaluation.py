@@ -15,13 +15,17 @@ marks the steps of the episode, including the one that ended it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["evaluate", "resolve_env", "summarize", "write_evals", "write_pulse_csv", "episode_pulse"]
+from .outputs import refuse_existing
+
+__all__ = ["evaluate", "resolve_env", "summarize", "write_evals", "write_summary", "write_pulse_csv",
+           "episode_pulse", "output_files"]
 
 
 def resolve_env(env: Any = "quantgate_env:make", options: Mapping[str, Any] | None = None):
@@ -182,6 +186,16 @@ def _gymnasium_episode(policy, env, seed: int) -> dict[str, np.ndarray]:
     return {k: np.stack(v) for k, v in records.items() if len(v) == n}
 
 
+def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) -> None:
+    """Write ``summary`` as indented JSON (numpy scalars as floats), atomically: the whole text is
+    built before the file is touched. Raises ``FileExistsError`` if ``path`` exists and
+    ``overwrite`` is False."""
+    from jaxrl_agents.fileio import atomic_write
+    refuse_existing([path], overwrite=overwrite)
+    text = json.dumps(summary, indent=2, default=float) + "\n"
+    atomic_write(os.fspath(path), text.encode())
+
+
 def summarize(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
     """The trainer's evaluation summary (``jaxrl_agents.evaluation.eval_summary``): return, length,
     and for the gate env best J_T and its time, J_T at the end, 1 - U at the best step, time of the
@@ -190,11 +204,17 @@ def summarize(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
     return eval_summary(episode)
 
 
-def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0) -> None:
+def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *,
+                overwrite: bool = False) -> None:
     """Write episodes as ``evals.npz`` in the trainer's layout: ``step`` (N,), ``reward`` /
     ``alive`` (N, T), ``action`` (N, T, A), info leaves (N, T, ...). Episodes of different lengths
-    are padded at the end with ``alive = False`` and the last recorded values."""
+    are padded at the end with ``alive = False`` and the last recorded values.
+
+    Written atomically. Raises ``FileExistsError`` if ``path`` exists and ``overwrite`` is False
+    (a training run's own ``evals.npz`` is never replaced by accident).
+    """
     from jaxrl_agents.fileio import atomic_savez
+    refuse_existing([path], overwrite=overwrite)
     keys = [k for k in episodes[0] if all(k in ep for ep in episodes)]
     length = max(len(ep["alive"]) for ep in episodes)
     arrays = {"step": np.full(len(episodes), int(step), np.int64)}
@@ -209,6 +229,13 @@ def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0) -
             rows.append(a)
         arrays[key] = np.stack(rows)
     atomic_savez(os.fspath(path), arrays)
+
+
+def output_files(episodes: int) -> list[str]:
+    """Names of the files ``sb3-bridge evaluate --out DIR`` writes for ``episodes`` episodes (the
+    pulse files only when the environment reports ``amps``)."""
+    pulses = ["pulse.csv"] if episodes == 1 else [f"pulse_{i}.csv" for i in range(episodes)]
+    return ["evals.npz", "summary.json"] + pulses
 
 
 def episode_pulse(episode: Mapping[str, np.ndarray], dt: float | None = None) -> tuple[np.ndarray, float]:
@@ -236,13 +263,16 @@ def episode_pulse(episode: Mapping[str, np.ndarray], dt: float | None = None) ->
     return amps.reshape(-1), float(dt)
 
 
-def write_pulse_csv(path, amps: np.ndarray, dt: float) -> None:
+def write_pulse_csv(path, amps: np.ndarray, dt: float, *, overwrite: bool = False) -> None:
     """Write a pulse in the paper's format (see shared/data/SOURCES.md).
 
     Header ``,amplist,tlist`` (a pandas-style unnamed index), then row 0 = ``0,0.0,0.0`` (the value
     at t = 0, never applied) and row k = ``k,<amps[k-1]>,<k * dt>`` for k = 1..n: sample k-1 is held
     on (t_{k-1}, t_k]. Amplitudes in rad/ns, times in ns, both printed as float64 ``repr``.
+
+    Written atomically. Raises ``FileExistsError`` if ``path`` exists and ``overwrite`` is False.
     """
+    refuse_existing([path], overwrite=overwrite)
     amps = np.asarray(amps, np.float64).reshape(-1)
     lines = [",amplist,tlist", "0,0.0,0.0"]
     lines += [f"{k},{float(a)!r},{float(k * dt)!r}" for k, a in enumerate(amps, start=1)]

@@ -8,9 +8,12 @@ the zip itself, so the file is exactly what ``PPO.load`` / ``TRPO.load`` expect.
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
+
+from .outputs import refuse_existing
 
 __all__ = ["export"]
 
@@ -19,14 +22,15 @@ _ALGOS = {"ppo": ("stable_baselines3", "PPO"), "a2c": ("stable_baselines3", "A2C
 _JAX_TO_TORCH_ACTIVATION = {"tanh": "Tanh", "relu": "ReLU", "leaky_relu": "LeakyReLU", "gelu": "GELU"}
 
 
-def export(policy, path, *, algo: str = "ppo", observation_space=None, action_space=None) -> str:
+def export(policy, path, *, algo: str = "ppo", observation_space=None, action_space=None,
+           overwrite: bool = False) -> str:
     """Write ``policy`` as an SB3 checkpoint that ``PPO.load`` (``A2C.load``, ``sb3_contrib.TRPO.load``)
     opens and whose ``predict(obs, deterministic=True)`` gives ``policy.act(obs)`` (clipped to the
     action space, as SB3 always does).
 
     Args:
         policy: a ``jaxrl_agents.Policy`` with a Gaussian (Box) or categorical (Discrete) head.
-        path: output file; SB3 appends ``.zip`` when missing.
+        path: output file; ``.zip`` is appended when the name has no suffix, as SB3 does.
         algo: ``"ppo"``, ``"a2c"`` or ``"trpo"``: the class that will load the file. The policy
             network is the same for all three; the choice fixes the hyperparameters saved with it
             (SB3 defaults), which matter only if the user continues training.
@@ -36,11 +40,15 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
             Box(-1, 1, (act_dim,)): SB3 requires finite bounds, and [-1, 1] is the convention of the
             contracts (docs/contracts.md) and SB3's advice. ``predict`` clips to these bounds, so
             pass the environment's space if it differs.
+        overwrite: replace an existing file at the output path (default: refuse). The zip is
+            built in memory and written atomically, so a failed export leaves any old file whole.
 
     Returns:
-        the path written (with ``.zip``).
+        the path written.
 
     Raises:
+        FileExistsError: the output file exists and ``overwrite`` is False (checked before any
+            work is done).
         ImportError: torch or SB3 (sb3-contrib for TRPO) is not installed.
         ValueError: unknown ``algo``, a multi-categorical policy, or spaces that do not match the
             network's sizes.
@@ -48,6 +56,8 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     key = str(algo).lower()
     if key not in _ALGOS:
         raise ValueError(f"algo: expected one of {sorted(_ALGOS)}, got {algo!r}")
+    out_path = _zip_path(path)
+    refuse_existing([out_path], overwrite=overwrite)
     try:
         import gymnasium as gym
         import torch
@@ -56,6 +66,7 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     except ImportError as exc:
         raise ImportError(f"sb3_bridge.export needs torch and stable-baselines3 (and sb3-contrib for "
                           f"TRPO): pip install 'sb3-bridge[export]' ({exc})") from exc
+    from jaxrl_agents.fileio import atomic_write  # the one atomic writer of the workspace
 
     model_def = policy.model
     if model_def.action_kind not in ("gaussian", "categorical"):
@@ -84,9 +95,19 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
         raise RuntimeError(f"SB3 {algo_cls.__name__} policy keys {sorted(target)} differ from the "
                            f"exported keys {sorted(state)}")
     model.policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()}, strict=True)
-    model.save(os.fspath(path))
+    # SB3 would write the file in place (truncating an old one first); build it in memory instead
+    # and move it into place in one step.
+    buffer = io.BytesIO()
+    model.save(buffer)
+    refuse_existing([out_path], overwrite=overwrite)  # again: building took seconds
+    atomic_write(out_path, buffer.getvalue())
+    return out_path
+
+
+def _zip_path(path) -> str:
+    """The file name SB3's ``save`` uses for ``path``: ``.zip`` appended when there is no suffix."""
     path = os.fspath(path)
-    return path if path.endswith(".zip") else path + ".zip"
+    return path + ".zip" if os.path.splitext(path)[1] == "" else path
 
 
 def _to_state_dict(params, *, discrete: bool) -> dict[str, np.ndarray]:
