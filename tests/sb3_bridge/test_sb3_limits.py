@@ -86,7 +86,7 @@ def test_storages_count_against_one_cap_per_checkpoint(ppo_box, tmp_path, inflat
     err = _error(sb3_bridge.load, path, inflated)
     assert err.member == "policy.pth:archive/data/2"
     assert f"declares {3 * MiB} bytes" in err.reason and f"{8 * MiB}-byte limit" in err.reason
-    assert inflated["bytes"] <= 8 * MiB
+    assert 6 * MiB <= inflated["bytes"] <= 8 * MiB  # two storages read, the third refused
 
 
 def test_large_storage_is_refused_before_inflating(ppo_box, tmp_path, inflated, monkeypatch):
