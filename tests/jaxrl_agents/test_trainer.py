@@ -12,7 +12,7 @@ from jaxrl_agents.fileio import load_npz
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 
 RUN_FILES = {"config.json", "progress.csv", "evals.npz", "checkpoint.npz", "best_policy",
-             "last_policy"}
+             "last_policy", ".lock"}  # .lock: the run-directory lock file (fileio.lock_directory)
 
 
 def _run(out, **kw):

@@ -6,6 +6,10 @@ Reward = -|p - g|^2 after the move. The episode terminates after `horizon` steps
 pulse) and is truncated when |p|_inf > bound (like an out-of-bounds pulse). info mirrors the gate
 env's keys: JT (= squared distance), concurrence, unitarity, tv_penalty, oob, t, amps.
 A good policy moves straight to the goal: return ~ -1 versus ~ -15 for a random one.
+
+``nan_after=N`` (tests of the non-finite stop): every environment counts its steps across episodes
+and returns a NaN reward from its N-th step on, so a training run goes non-finite at a known update
+(0, the default, keeps the plain environment with the plain state).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Reach:
     horizon: int = 16
     bound: float = 2.0
     dt: float = 0.5  # "ns" per step, for the t info field
+    nan_after: int = 0
 
     @property
     def max_episode_steps(self) -> int:
@@ -57,6 +62,8 @@ class Reach:
         p = r * jax.random.uniform(k1, (2,), dtype, -1, 1) + (1 - r) * params["start"]
         g = r * jax.random.uniform(k2, (2,), dtype, -1, 1) + (1 - r) * params["goal"]
         state = {"p": p, "g": g, "t": jnp.zeros((), jnp.int32)}
+        if self.nan_after:
+            state["clock"] = jnp.zeros((), jnp.int32)
         return self._obs(state), state
 
     def step(self, key, state, action, params):
@@ -66,18 +73,24 @@ class Reach:
         t = state["t"] + 1
         new = {"p": p, "g": state["g"], "t": t}
         jt = jnp.sum((p - state["g"]) ** 2)
+        reward = -jt
+        if self.nan_after:
+            new["clock"] = state["clock"] + 1
+            reward = jnp.where(new["clock"] >= self.nan_after, jnp.nan, reward)
         oob = jnp.max(jnp.abs(p)) > self.bound
         terminated = t >= self.horizon
         truncated = oob & ~terminated
         info = {"JT": jt, "concurrence": jnp.exp(-jt), "unitarity": 1.0 - 1e-3 * jnp.sum(a**2),
                 "tv_penalty": jnp.zeros_like(jt), "oob": oob, "t": t.astype(jt.dtype) * self.dt,
                 "amps": a}
-        return self._obs(new), new, -jt, terminated, truncated, info
+        return self._obs(new), new, reward, terminated, truncated, info
 
     def step_autoreset(self, key, state, action, params):
         k_step, k_reset = jax.random.split(key)
         obs, state, reward, term, trunc, info = self.step(k_step, state, action, params)
         obs_reset, state_reset = self.reset(k_reset, params)
+        if self.nan_after:  # the step counter runs on across episodes
+            state_reset = {**state_reset, "clock": state["clock"]}
         done = term | trunc
         info = {**info, "final_obs": obs}
         state = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), state_reset, state)

@@ -20,7 +20,10 @@ from .evaluation import evaluate_episode
 from .networks import ActorCritic
 
 __all__ = ["ALGORITHMS", "get_algorithm", "make_config", "Compiled", "compile_algorithm",
-           "model_for"]
+           "model_for", "FINITE_STAT", "all_finite"]
+
+# Stats key of the per-seed flag "parameters, optimiser state and losses are all finite".
+FINITE_STAT = "finite"
 
 ALGORITHMS = {"ppo": (ppo, ppo.PPOConfig), "trpo": (trpo, trpo.TRPOConfig)}
 
@@ -58,7 +61,9 @@ class Compiled(NamedTuple):
         model: the `ActorCritic` definition.
         init: (S, 2) seed keys, env_params -> TrainState with leaves (S, ...) (eager, per seed).
         update: (TrainState (S, ...), env_params) -> (TrainState, stats dict of (S,) arrays);
-            the input state is donated (its buffers are reused).
+            the input state is donated (its buffers are reused). ``stats[FINITE_STAT]`` (S,) bool
+            says whether the seed's new parameters, optimiser state and learning losses are all
+            finite.
         evaluate: (actor params (S, ...), env_params, key) -> episode dict of (S, T, ...) arrays.
     """
 
@@ -66,6 +71,14 @@ class Compiled(NamedTuple):
     init: Any
     update: Any
     evaluate: Any
+
+
+def all_finite(tree) -> jax.Array:
+    """(S,) bool: whether every floating leaf of `tree` (leaves with leading seed axis S) is finite
+    for each seed."""
+    flags = [jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
+             for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return functools.reduce(jnp.logical_and, flags)
 
 
 @functools.lru_cache(maxsize=16)
@@ -88,7 +101,13 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
         # Learning runs seed after seed (lax.map) inside the same program: the rollout gains from
         # a wider vmap, but XLA's CPU batched matmuls made a vmapped learning phase about twice as
         # slow per seed as one seed's (measured with the paper's PPO config on 2 cores).
-        return jax.lax.map(lambda sb: learn_phase(*sb), (states, batches))
+        states, stats = jax.lax.map(lambda sb: learn_phase(*sb), (states, batches))
+        # One flag per seed, reduced here: the trainer reads it with the stats at the host sync
+        # it already does, so the check costs a reduction and no extra transfer. Rollout stats
+        # (rewards, J_T) are left out: an environment may report NaN there by design.
+        losses = {k: v for k, v in stats.items() if k not in batches[1]}
+        stats[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
+        return states, stats
 
     update = jax.jit(update, donate_argnums=0)
     evaluate = jax.jit(jax.vmap(lambda a, p, k: evaluate_episode(model, a, env, p, k),

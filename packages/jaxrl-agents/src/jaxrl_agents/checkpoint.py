@@ -23,9 +23,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .fileio import atomic_savez
+from .fileio import atomic_savez, load_npz
 
-__all__ = ["save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT"]
+__all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint", "CHECKPOINT_FORMAT"]
 
 CHECKPOINT_FORMAT = "jaxrl_agents.checkpoint"
 CHECKPOINT_VERSION = 1
@@ -49,6 +49,43 @@ def save_checkpoint(path: str, tree: Any, meta: dict | None = None) -> None:
     atomic_savez(path, arrays, compress=False)
 
 
+def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], dict]:
+    """Read and check a checkpoint file without a template (nothing is compiled).
+
+    Returns:
+        (arrays, header): every array of the file by name, and the parsed ``__meta__`` header
+        (``paths``, ``shapes``, ``dtypes`` of the leaves and the free-form ``meta`` dict).
+
+    Raises:
+        ValueError: the file is not a readable .npz, has no valid header, or lacks a leaf the
+            header lists; the message names the file.
+    """
+    arrays = load_npz(path)
+    if _META not in arrays:
+        raise ValueError(f"{path}: not a jaxrl-agents checkpoint (no {_META} entry)")
+    try:
+        header = json.loads(arrays.pop(_META).tobytes().decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: corrupt checkpoint header ({e})") from None
+    if not isinstance(header, dict) or header.get("format") != CHECKPOINT_FORMAT:
+        got = header.get("format") if isinstance(header, dict) else type(header).__name__
+        raise ValueError(f"{path}: expected format {CHECKPOINT_FORMAT!r}, got {got!r}")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version > CHECKPOINT_VERSION:
+        raise ValueError(f"{path}: format_version {version!r} is not one this jaxrl-agents reads "
+                         f"(<= {CHECKPOINT_VERSION}); upgrade jaxrl-agents")
+    lists = [header.get(k) for k in ("paths", "shapes", "dtypes")]
+    if not all(isinstance(x, list) for x in lists) or len({len(x) for x in lists}) != 1 \
+            or not isinstance(header.get("meta"), dict):
+        raise ValueError(f"{path}: corrupt checkpoint header (expected equally long lists 'paths', "
+                         f"'shapes', 'dtypes' and a dict 'meta')")
+    missing = [f"leaf_{i:05d}" for i in range(len(lists[0])) if f"leaf_{i:05d}" not in arrays]
+    if missing:
+        raise ValueError(f"{path}: corrupt checkpoint, the header lists {len(lists[0])} leaves but "
+                         f"{missing[:3]} are missing")
+    return arrays, header
+
+
 def load_checkpoint(path: str, template: Any) -> tuple[Any, dict]:
     """Read a checkpoint into the structure of `template`.
 
@@ -58,26 +95,20 @@ def load_checkpoint(path: str, template: Any) -> tuple[Any, dict]:
     Raises:
         ValueError: not a checkpoint, or its structure, shapes or dtypes differ from the template.
     """
-    with np.load(path, allow_pickle=False) as z:
-        if _META not in z.files:
-            raise ValueError(f"{path}: not a jaxrl-agents checkpoint (no {_META} entry)")
-        header = json.loads(z[_META].tobytes().decode())
-        if header.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{path}: expected format {CHECKPOINT_FORMAT!r}, got "
-                             f"{header.get('format')!r}")
-        leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-        expected = [jax.tree_util.keystr(p) for p, _ in leaves_with_paths]
-        if header["paths"] != expected:
-            diff = sorted(set(header["paths"]) ^ set(expected))[:5]
-            raise ValueError(f"{path}: checkpoint structure differs from this run's state "
-                             f"(first differing paths: {diff}); was it written by another "
-                             f"algorithm, network or environment configuration?")
-        leaves = []
-        for i, (p, t) in enumerate(leaves_with_paths):
-            a = z[f"leaf_{i:05d}"]
-            # Template leaves may be arrays or jax.ShapeDtypeStruct: both have shape and dtype.
-            if a.shape != tuple(t.shape) or a.dtype != np.dtype(t.dtype):
-                raise ValueError(f"{path}: leaf {jax.tree_util.keystr(p)} is {a.dtype}{list(a.shape)}, "
-                                 f"expected {np.dtype(t.dtype)}{list(t.shape)}")
-            leaves.append(a)
+    arrays, header = read_checkpoint(path)
+    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    expected = [jax.tree_util.keystr(p) for p, _ in leaves_with_paths]
+    if header["paths"] != expected:
+        diff = sorted(set(map(str, header["paths"])) ^ set(expected))[:5]
+        raise ValueError(f"{path}: checkpoint structure differs from this run's state "
+                         f"(first differing paths: {diff}); was it written by another "
+                         f"algorithm, network or environment configuration?")
+    leaves = []
+    for i, (p, t) in enumerate(leaves_with_paths):
+        a = arrays[f"leaf_{i:05d}"]
+        # Template leaves may be arrays or jax.ShapeDtypeStruct: both have shape and dtype.
+        if a.shape != tuple(t.shape) or a.dtype != np.dtype(t.dtype):
+            raise ValueError(f"{path}: leaf {jax.tree_util.keystr(p)} is {a.dtype}{list(a.shape)}, "
+                             f"expected {np.dtype(t.dtype)}{list(t.shape)}")
+        leaves.append(a)
     return jax.tree_util.tree_unflatten(treedef, leaves), header["meta"]

@@ -12,6 +12,10 @@ Examples::
 Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``, ``--hidden 128 128``, ...);
 defaults are the paper's hyper-parameters. Only ``--total-steps`` and ``--eval-every`` default to a
 short demonstration run (a few minutes on 2 CPU cores) instead of the paper's 20M steps.
+
+Errors are one line on stderr: exit 2 for bad input, a corrupt or incomplete run directory, or a run
+directory in use by another process; exit 1 when training stopped on non-finite values or a file
+could not be written.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 from .algorithms import ALGORITHMS, get_algorithm
 from .config import ConfigHelpFormatter, add_config_flags
 from .envs import DEFAULT_ENV, parse_env_options
+from .fileio import describe_os_error
 
 __all__ = ["main", "build_parser"]
 
@@ -108,9 +113,16 @@ def main(argv: list[str] | None = None) -> int:
                 eval_every=args.eval_every, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
                 argv=["jaxrl-train", *argv])
-    except ValueError as e:
+    except ValueError as e:  # bad input, a corrupt run file, a run directory in use
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 2
+    except trainer.NonFiniteError as e:
+        print(f"jaxrl-train: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # --out not writable, a full disk: atomic writes lost nothing
+        print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
+              f"intact)", file=sys.stderr)
+        return 1
     for d in result.run_dirs:
         print(f"run directory: {d}")
     return 0

@@ -1,26 +1,60 @@
-"""Safe file output: atomic writes and pickle-free storage of nested parameter dicts.
+"""Safe file output: atomic writes, directory locks and pickle-free storage of nested parameter dicts.
 
 Every file the package writes goes through `atomic_write`: the content is written to a temporary file
 in the same directory, flushed and fsync'ed, then moved over the target with `os.replace` (atomic on
 POSIX), and the directory is fsync'ed. A reader (or a resumed run after ``kill -9``) therefore sees the
-old file or the new one, never half of one.
+old file or the new one, never half of one. Files get the user's normal permissions
+(``0o666 & ~umask``, as ``open(path, "w")`` would give), not the 0600 of `tempfile.mkstemp`.
+
+`lock_directory` holds an OS-level lock (``fcntl.flock``) on a ``.lock`` file inside a directory
+for as long as a run uses it. The kernel releases the lock when the process ends, however it ends
+(``kill -9`` included), so a lock is never stale; a second process that asks for it gets a
+`DirectoryLockedError` naming the directory at once, instead of silently overwriting the first
+one's files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import os
-import tempfile
-from collections.abc import Mapping
+import secrets
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows): runs still work, unlocked
+    fcntl = None
+
 __all__ = ["atomic_write", "atomic_write_json", "atomic_savez", "flatten_dict", "unflatten_dict",
-           "load_npz"]
+           "load_npz", "lock_directory", "DirectoryLockedError", "LOCK_FILE", "describe_os_error"]
 
 SEP = "/"
+LOCK_FILE = ".lock"
+_FILE_MODE = 0o666  # the kernel applies the umask, as for any file the user creates
+
+
+class DirectoryLockedError(ValueError):
+    """Another process holds the lock of a directory (`lock_directory`).
+
+    A ValueError, so every command that reports bad arguments reports this one the same way.
+    """
+
+
+def describe_os_error(e: OSError) -> str:
+    """One line for an OSError: ``<file>: <reason>`` (e.g. ``runs/x/evals.npz: No space left on
+    device``), without the ``[Errno N]`` prefix."""
+    reason = e.strerror or str(e)
+    if e.filename is not None:
+        return f"{os.fsdecode(e.filename)}: {reason}"
+    return reason
 
 
 def _fsync_dir(path: str) -> None:
@@ -36,10 +70,27 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _create_temp(directory: str, name: str) -> tuple[int, str]:
+    """A new file next to the target, created with ``O_EXCL`` and mode 0o666 (minus the umask)."""
+    while True:
+        tmp = os.path.join(directory, f".tmp-{secrets.token_hex(6)}-{name}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE), tmp
+        except FileExistsError:  # a 48-bit name collision: draw another
+            continue
+
+
 def atomic_write(path: str, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file + fsync + os.replace)."""
+    """Write `data` to `path` atomically (temp file + fsync + os.replace).
+
+    The file gets mode ``0o666 & ~umask``. On any failure (a full or read-only disk, a missing
+    directory) the temporary file is removed and `path` keeps its previous content.
+
+    Raises:
+        OSError: the write failed (`describe_os_error` formats it as one line).
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=directory)
+    fd, tmp = _create_temp(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -47,7 +98,7 @@ def atomic_write(path: str, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
@@ -71,10 +122,69 @@ def atomic_savez(path: str, arrays: Mapping[str, np.ndarray], compress: bool = T
     atomic_write(path, buf.getvalue())
 
 
+@contextlib.contextmanager
+def lock_directory(path: str) -> Iterator[None]:
+    """Hold an exclusive OS-level lock on directory `path` for the duration of a ``with`` block.
+
+    The lock is ``fcntl.flock`` on ``path/.lock`` (created with the user's permissions and left in
+    place: deleting it could let two processes lock two different files). It is tied to the open
+    file, so the kernel releases it when the process exits or is killed; it never goes stale. The
+    file holds the pid of the holder, for the error message of the next process. Separate
+    `lock_directory` calls exclude each other also within one process.
+
+    Args:
+        path: an existing directory.
+
+    Raises:
+        DirectoryLockedError: another process (or another `lock_directory` call) holds the lock.
+        OSError: the lock file cannot be created (e.g. a read-only directory).
+    """
+    lock_path = os.path.join(path, LOCK_FILE)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                who = f"process {holder}" if holder.isdigit() else "another process"
+                raise DirectoryLockedError(
+                    f"{path}: in use by {who} (it holds {LOCK_FILE}); two processes writing one "
+                    f"run directory would overwrite each other's files; wait for that one to "
+                    f"finish or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor of the open file releases the flock
+
+
 def load_npz(path: str) -> dict[str, np.ndarray]:
-    """Load every array of an .npz file with ``allow_pickle=False``."""
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    """Load every array of an .npz file with ``allow_pickle=False``.
+
+    Raises:
+        ValueError: the file is not a readable .npz archive (empty, truncated, corrupt, another
+            format, or holding object arrays, which would need pickle); the message names the file.
+        OSError: the file is missing or unreadable (FileNotFoundError, PermissionError, ...).
+    """
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip archive's local header or empty zip
+        what = "an empty file" if not magic else "not a zip archive"
+        raise ValueError(f"{path}: not a readable .npz file ({what})")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except ValueError as e:
+        # numpy's own advice here ("allow_pickle=True") would be unsafe: say what the file is.
+        reason = ("it holds pickled objects, which are never loaded" if "pickle" in str(e)
+                  else str(e))
+        raise ValueError(f"{path}: not a readable .npz file ({reason})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, OSError) as e:
+        raise ValueError(f"{path}: not a readable .npz file, truncated or corrupt "
+                         f"({type(e).__name__}: {e})") from None
 
 
 def flatten_dict(tree: Mapping, prefix: str = "") -> dict[str, np.ndarray]:

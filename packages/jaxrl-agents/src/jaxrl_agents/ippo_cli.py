@@ -11,7 +11,8 @@ Every field of the config is a flag (``--n-steps``, ``--lr``, ``--hidden 64 64``
 ...). The run directory ``<out>/<algo>_<YYYYmmdd-HHMMSS>_s<seed>[_<tag>]`` gets ``config.json``,
 ``history.json`` (one entry per rollout/update cycle) and ``policies/<agent>/`` (one jaxrl_agents
 Policy per agent). The progress bar advances at most every 10 % of the budget (a bar that redraws
-every rollout floods logs and notebooks); ``--progress off`` removes it.
+every rollout floods logs and notebooks); ``--progress off`` removes it. The run directory is locked
+while the run uses it, as jaxrl-train's PPO/TRPO runs are.
 """
 
 from __future__ import annotations
@@ -96,11 +97,16 @@ def _safe_name(agent) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run IPPO / IPPO-Lagrangian from the command line; returns the exit code."""
-    from .fileio import atomic_write_json
-    from .ippo import IPPO
+    """Run IPPO / IPPO-Lagrangian from the command line; returns the exit code.
+
+    Exit 2 for bad input or a run directory in use, 1 when a file could not be written; the error
+    is one line on stderr. Every setting is checked before the run directory is created; if the
+    run then fails, its directory (holding only config.json) is removed again.
+    """
+    from .fileio import atomic_write_json, describe_os_error, lock_directory
+    from .ippo import IPPO, check_budget
     from .ippo_lagrangian import IPPO_Lagrangian
-    from .trainer import _make_run_dirs
+    from .trainer import _make_run_dirs, _remove_new_run_dirs
 
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
@@ -112,24 +118,36 @@ def main(argv: list[str] | None = None) -> int:
     enabled = args.progress == "bar" or (args.progress == "auto" and sys.stderr.isatty())
     try:
         trainer = (IPPO_Lagrangian if algo == "ippo_lag" else IPPO)(cfg, seed=args.seed)
+        timesteps = check_budget(args.timesteps)
         options = parse_env_options(args.env_option)
         env = load_env(args.env, options, check=False)
         (run_dir,) = _make_run_dirs(args.out, algo, (args.seed,), args.tag)
-        atomic_write_json(os.path.join(run_dir, "config.json"), {
-            "algo": algo, "env": args.env, "env_options": options, "seed": args.seed,
-            "timesteps": args.timesteps, "algo_config": trainer.cfg.to_dict(),
-            "argv": ["jaxrl-train", *argv]})
-        bar = MilestoneBar(args.timesteps, enabled)
-        try:
-            result = trainer.train(env, args.timesteps, progress_callback=bar)
-        finally:
-            bar.close()
+        finished = False
+        with lock_directory(run_dir):
+            try:
+                atomic_write_json(os.path.join(run_dir, "config.json"), {
+                    "algo": algo, "env": args.env, "env_options": options, "seed": args.seed,
+                    "timesteps": timesteps, "algo_config": trainer.cfg.to_dict(),
+                    "argv": ["jaxrl-train", *argv]})
+                bar = MilestoneBar(timesteps, enabled)
+                try:
+                    result = trainer.train(env, timesteps, progress_callback=bar)
+                finally:
+                    bar.close()
+                finished = True
+            finally:
+                if not finished:  # nothing but config.json was written: leave no orphan
+                    _remove_new_run_dirs([run_dir])
+            atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
+            for agent, policy in result.policies.items():
+                policy.save(os.path.join(run_dir, "policies", _safe_name(agent)))
     except ValueError as e:
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 2
-    atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
-    for agent, policy in result.policies.items():
-        policy.save(os.path.join(run_dir, "policies", _safe_name(agent)))
+    except OSError as e:
+        print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
+              f"intact)", file=sys.stderr)
+        return 1
     last = result.history[-1]["agents"]
     summary = "  ".join(f"{a}: episode_return={r.get('episode_return', float('nan')):.3g}"
                         for a, r in last.items())

@@ -17,49 +17,58 @@ compiled once. Each seed still gets its own run directory (so every tool reads o
         last_policy/     policy at the latest evaluation
 
 Directories are created with ``os.makedirs(exist_ok=False)``: an existing run is never overwritten.
-Every file is written atomically, so ``kill -9`` leaves either the old or the new version.
+Every file is written atomically, so ``kill -9`` leaves either the old or the new version. Each run
+directory is locked (``fileio.lock_directory``) for the whole of a train or resume, so a second
+process gets an error instead of overwriting the first one's files.
+
+Non-finite values: the compiled update reduces "parameters, optimiser state and losses are finite"
+to one flag per seed, read with the stats at the host sync the loop already does. The first update
+that fails stops the run with `NonFiniteError` before anything of it is written; the checkpoint on
+disk stays the last finite one.
 
 Resume: the checkpoint holds the full train state of every seed (parameters, optimiser state,
 environment states, observations, PRNG keys, update counter) plus the best-so-far bookkeeping. On
 resume, rows and evaluations recorded after the checkpoint are dropped and recomputed; since the
 update is deterministic, the resumed run ends with the same parameters and the same progress rows
-(except wall time) as an uninterrupted one.
+(except wall time) as an uninterrupted one. Before anything is compiled, resume checks every file it
+reads (run_files.py) and refuses, naming the file, a history that does not reach the checkpoint.
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
-import io
 import json
 import math
 import os
 import platform
-import sys
+import shutil
 import time
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .algorithms import compile_algorithm, make_config, model_for
-from .checkpoint import load_checkpoint, save_checkpoint
+from .algorithms import FINITE_STAT, compile_algorithm, make_config, model_for
+from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .config import AlgoConfig
 from .envs import DEFAULT_ENV, check_env, load_env
 from .evaluation import eval_summary, format_eval_line
-from .fileio import atomic_savez, atomic_write, atomic_write_json, load_npz
+from .fileio import atomic_savez, atomic_write_json, lock_directory
 from .policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .progress import ProgressReporter
+from .run_files import (CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, check_history,
+                        read_progress, read_run_config, write_progress)
 
-__all__ = ["train", "resume", "TrainResult", "RUN_CONFIG", "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT"]
+__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "RUN_CONFIG", "PROGRESS_CSV",
+           "EVALS_NPZ", "CHECKPOINT"]
 
-RUN_CONFIG = "config.json"
-PROGRESS_CSV = "progress.csv"
-EVALS_NPZ = "evals.npz"
-CHECKPOINT = "checkpoint.npz"
+PROGRESS_CHOICES = (None, "bar", "lines", "off")
 CSV_FLUSH_EVERY = 10  # updates between progress.csv rewrites (and at checkpoints and the end)
 EVAL_KEY_SEED = 0  # evaluation is deterministic; the key only feeds reset/step of the eval env
 
@@ -79,6 +88,26 @@ class TrainResult:
     state: Any
     rows: list[list[dict[str, str]]]
     finished: bool
+
+
+class NonFiniteError(FloatingPointError):
+    """An update produced non-finite parameters, optimiser state or losses; the run was stopped.
+
+    Nothing of the failed update was written: ``checkpoint.npz`` is the last finite state.
+
+    Attributes:
+        update: the 1-based index of the update that went wrong.
+        step: environment steps at its end.
+        seeds: the seeds whose state became non-finite.
+        checkpoint_update: the update of the checkpoint kept on disk (0: none was written yet).
+        run_dirs: the run directories of the group.
+    """
+
+    def __init__(self, message: str, update: int, step: int, seeds: list[int],
+                 checkpoint_update: int, run_dirs: list[str]):
+        super().__init__(message)
+        self.update, self.step, self.seeds = update, step, seeds
+        self.checkpoint_update, self.run_dirs = checkpoint_update, run_dirs
 
 
 # ------------------------------------------------------------------------------ validation
@@ -111,6 +140,45 @@ def _check_tag(tag: str) -> str:
     return tag
 
 
+def _check_out(out) -> str:
+    if isinstance(out, bytes) or not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise ValueError(f"out: expected a directory path, got {out!r}")
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"out: expected a directory (the parent of the run directories), got "
+                         f"{out!r}, which is a file")
+    return out
+
+
+def _check_env_options(options) -> dict:
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise ValueError(f"env_options: expected a dict of keyword options with string keys, got "
+                         f"{options!r}")
+    return dict(options)
+
+
+def _check_progress(progress) -> str | None:
+    if progress not in PROGRESS_CHOICES or isinstance(progress, bool):
+        raise ValueError(f"progress: expected one of {list(PROGRESS_CHOICES)}, got {progress!r}")
+    return progress
+
+
+def _check_argv(argv) -> list[str] | None:
+    if argv is None:
+        return None
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence) \
+            or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"argv: expected a list of strings (the command line) or None, got "
+                         f"{argv!r}")
+    return list(argv)
+
+
+def _check_stop_after(stop_after) -> int | None:
+    return None if stop_after is None else _check_pos_int("stop_after", stop_after)
+
+
 # ---------------------------------------------------------------------------- run metadata
 def _versions(env_spec: str | None) -> dict[str, str]:
     names = ["jaxrl-agents", "jax", "jaxlib", "numpy", "optax", "gymnasium"]
@@ -139,6 +207,13 @@ def _timestamp() -> str:
 
 
 def _make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
+    """Create one new run directory per seed under `out` (never an existing one).
+
+    Raises:
+        ValueError: a run directory of that name exists, or `out` is a file.
+        OSError: `out` cannot be written (read-only, full disk); no directory is left behind.
+    """
+    out = _check_out(out)
     stamp = _timestamp()
     names = [f"{algo}_{stamp}_s{s}" + (f"_{tag}" if tag else "") for s in seeds]
     dirs = [os.path.join(out, n) for n in names]
@@ -147,9 +222,29 @@ def _make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
             raise ValueError(f"out: run directory {d!r} already exists; runs are never "
                              f"overwritten: use another --tag or --out, or --resume it")
     os.makedirs(out, exist_ok=True)
-    for d in dirs:
-        os.makedirs(d, exist_ok=False)
+    made = []
+    try:
+        for d in dirs:
+            os.makedirs(d, exist_ok=False)
+            made.append(d)
+    except BaseException:
+        _remove_new_run_dirs(made)
+        raise
     return dirs
+
+
+def _remove_new_run_dirs(dirs: list[str]) -> None:
+    """Remove run directories this process just created, when the run could not start.
+
+    Only the files a starting run writes (config.json, the lock file) may be there; a directory
+    holding anything else is left alone, so nothing of a user's is ever deleted.
+    """
+    from .fileio import LOCK_FILE
+
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            if set(os.listdir(d)) <= {RUN_CONFIG, LOCK_FILE}:
+                shutil.rmtree(d)
 
 
 # --------------------------------------------------------------------------- per-seed records
@@ -161,21 +256,7 @@ def _fmt(v) -> str:
     return repr(float(v))
 
 
-def _write_csv(path: str, rows: list[dict[str, str]]) -> None:
-    keys = set().union(*(r.keys() for r in rows)) if rows else set()
-    columns = ["step", "wall"] + sorted(keys - {"step", "wall"})
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write(path, buf.getvalue().encode())
-
-
-def _read_csv(path: str) -> list[dict[str, str]]:
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+_read_csv = read_progress  # the tests' name for it
 
 
 class _SeedRecord:
@@ -188,15 +269,11 @@ class _SeedRecord:
         self.best = math.inf  # score to minimise: eval J_T_min, or -eval_return without J_T
         self.best_step = -1
 
-    def restore(self, step: int, best: float, best_step: int) -> None:
-        """Keep only what was recorded up to checkpoint `step` (later records are recomputed)."""
-        self.rows = [r for r in _read_csv(os.path.join(self.run_dir, PROGRESS_CSV))
-                     if int(r["step"]) <= step]
-        path = os.path.join(self.run_dir, EVALS_NPZ)
-        if os.path.exists(path):
-            data = load_npz(path)
-            keep = data["step"] <= step
-            self.evals = {k: list(v[keep]) for k, v in data.items()}
+    def restore(self, rows: list[dict[str, str]], evals: dict[str, np.ndarray], best: float,
+                best_step: int) -> None:
+        """Continue from the records up to the checkpoint (`run_files.check_history`)."""
+        self.rows = list(rows)
+        self.evals = {k: list(v) for k, v in evals.items()}
         self.best, self.best_step = best, best_step
 
     def add_eval(self, step: int, episode: dict[str, np.ndarray]) -> None:
@@ -207,7 +284,7 @@ class _SeedRecord:
                      {k: np.stack(v) for k, v in self.evals.items()})
 
     def flush(self) -> None:
-        _write_csv(os.path.join(self.run_dir, PROGRESS_CSV), self.rows)
+        write_progress(os.path.join(self.run_dir, PROGRESS_CSV), self.rows)
 
 
 # ------------------------------------------------------------------------------- the loop
@@ -224,6 +301,7 @@ class _Run:
         self.checkpoint_every = checkpoint_every
         self.progress_mode = progress
         self.records = [_SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
+        self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
         self.compiled = compile_algorithm(algo, env, cfg)
         self.train_params = env.default_params
         self.eval_params = env.eval_params
@@ -269,6 +347,27 @@ class _Run:
                 "best_step": [r.best_step for r in self.records]}
         for rec in self.records:
             save_checkpoint(os.path.join(rec.run_dir, CHECKPOINT), state, meta)
+        self.checkpoint_update = update
+
+    def _non_finite(self, update: int, finite: np.ndarray, stats: dict) -> NonFiniteError:
+        """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
+        for rec in self.records:
+            rec.flush()
+        bad = [self.seeds[s] for s in np.flatnonzero(~finite)]
+        s0 = int(np.flatnonzero(~finite)[0])
+        names = sorted(k for k, v in stats.items()
+                       if np.issubdtype(np.asarray(v).dtype, np.floating) and not np.isfinite(v[s0]))
+        what = f"non-finite {', '.join(names)}" if names else \
+            "non-finite parameters or optimiser state"
+        rs = self.cfg.rollout_size
+        kept = (f"checkpoint.npz keeps update {self.checkpoint_update}, the last finite state"
+                if self.checkpoint_update else "no checkpoint had been written yet")
+        msg = (f"update {update} (steps {(update - 1) * rs + 1}-{update * rs}) gave {what} for "
+               f"seed{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}; the run stopped "
+               f"and nothing of that update was saved ({kept}); lower the learning rate or "
+               f"check the environment's rewards, then start a new run")
+        return NonFiniteError(msg, update, update * rs, bad, self.checkpoint_update,
+                              list(self.run_dirs))
 
     def loop(self, state, start_update: int, wall_offset: float, stop_after: int | None):
         cfg = self.cfg
@@ -281,7 +380,10 @@ class _Run:
         try:
             for i in range(start_update, n_updates):
                 state, stats = self.compiled.update(state, self.train_params)
-                stats = jax.device_get(stats)
+                stats = jax.device_get(stats)  # the host sync of every update
+                finite = np.asarray(stats.pop(FINITE_STAT), bool)
+                if not finite.all():
+                    raise self._non_finite(i + 1, finite, stats)
                 step = (i + 1) * cfg.rollout_size
                 wall = wall_offset + time.perf_counter() - t0
                 rows = [{"step": str(step), "wall": _fmt(wall), "update": str(i + 1),
@@ -316,6 +418,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           stop_after: int | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
+    Every argument is checked before a run directory is created or anything is compiled. The run
+    directories are locked while the run uses them (`fileio.lock_directory`).
+
     Args:
         algo: "ppo" or "trpo".
         env: "module:factory" (imported and called with `env_options`) or an environment object.
@@ -333,13 +438,23 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
 
     Returns:
         `TrainResult`.
+
+    Raises:
+        ValueError: bad arguments (before anything is created or compiled).
+        NonFiniteError: an update gave non-finite values; the last finite checkpoint is kept.
+        OSError: a file could not be written (full or read-only disk); every file written so
+            far is intact (atomic writes).
     """
     cfg = make_config(algo, config)
     seeds = _check_seeds(seeds)
     eval_every = _check_pos_int("eval_every", eval_every)
     checkpoint_every = _check_pos_int("checkpoint_every", checkpoint_every)
     tag = _check_tag(tag)
-    env_options = dict(env_options or {})
+    out = _check_out(out)
+    env_options = _check_env_options(env_options)
+    progress = _check_progress(progress)
+    argv = _check_argv(argv)
+    stop_after = _check_stop_after(stop_after)
     with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
         if isinstance(env, str):
             env_spec, env_obj = env, load_env(env, env_options)
@@ -348,44 +463,130 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             env_spec, env_obj = None, env
         model = model_for(env_obj, cfg)
         run_dirs = _make_run_dirs(out, algo, seeds, tag)
-        group = [os.path.basename(d) for d in run_dirs]
-        for s, d in zip(seeds, run_dirs):
-            atomic_write_json(os.path.join(d, RUN_CONFIG), {
-                "format": "jaxrl_agents.run", "format_version": 1,
-                "algo": algo, "env": env_spec, "env_options": env_options,
-                "env_config": _env_description(env_obj), "algo_config": cfg.to_dict(),
-                "network": model.to_dict(), "seed": s, "seeds": list(seeds), "group": group,
-                "eval_every": eval_every, "checkpoint_every": checkpoint_every, "tag": tag,
-                "out": os.path.abspath(out), "argv": list(argv) if argv is not None else None,
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                "versions": _versions(env_spec), "backend": jax.default_backend(),
-                "devices": [str(d) for d in jax.devices()],
-                "precision": {"x64": True, "network": "float32"}})
-        run = _Run(algo, cfg, env_obj, env_spec, env_options, seeds, run_dirs, eval_every,
-                   checkpoint_every, progress)
-        state = run.compiled.init(run.seed_keys, run.train_params)
-        return run.loop(state, 0, 0.0, stop_after)
+        with contextlib.ExitStack() as locks:
+            try:
+                for d in run_dirs:
+                    locks.enter_context(lock_directory(d))
+                _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model,
+                                   seeds, eval_every, checkpoint_every, tag, out, argv)
+                run = _Run(algo, cfg, env_obj, env_spec, env_options, seeds, run_dirs,
+                           eval_every, checkpoint_every, progress)
+                state = run.compiled.init(run.seed_keys, run.train_params)
+            except BaseException:
+                # The run never started: leave no directory holding only its config.json.
+                locks.close()
+                _remove_new_run_dirs(run_dirs)
+                raise
+            return run.loop(state, 0, 0.0, stop_after)
 
 
-def _record_extension(run_dirs: list[str], old_total: int, new_total: int, at_step: int) -> None:
+def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
+                       eval_every, checkpoint_every, tag, out, argv) -> None:
+    group = [os.path.basename(d) for d in run_dirs]
+    # The group is found again on resume by this id (and the directory names as a first guess),
+    # so a renamed or moved run directory still resumes.
+    group_id = uuid.uuid4().hex
+    for s, d in zip(seeds, run_dirs):
+        atomic_write_json(os.path.join(d, RUN_CONFIG), {
+            "format": "jaxrl_agents.run", "format_version": 1,
+            "algo": algo, "env": env_spec, "env_options": env_options,
+            "env_config": _env_description(env_obj), "algo_config": cfg.to_dict(),
+            "network": model.to_dict(), "seed": s, "seeds": list(seeds), "group": group,
+            "group_id": group_id,
+            "eval_every": eval_every, "checkpoint_every": checkpoint_every, "tag": tag,
+            "out": os.path.abspath(out), "argv": argv,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "versions": _versions(env_spec), "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()],
+            "precision": {"x64": True, "network": "float32"}})
+
+
+def _record_extension(run_dirs: list[str], configs: list[dict], old_total: int, new_total: int,
+                      at_step: int) -> None:
     """Write the new budget into every group member's config.json, keeping a log of extensions."""
-    for d in run_dirs:
-        path = os.path.join(d, RUN_CONFIG)
-        with open(path) as f:
-            rc = json.load(f)
-        rc["algo_config"]["total_steps"] = new_total
-        rc.setdefault("extensions", []).append(
+    for d, rc in zip(run_dirs, configs):
+        rc = dict(rc, algo_config=dict(rc["algo_config"], total_steps=new_total))
+        rc["extensions"] = list(rc.get("extensions", [])) + [
             {"from_total_steps": old_total, "to_total_steps": new_total, "at_step": at_step,
-             "time": datetime.datetime.now(datetime.timezone.utc).isoformat()})
-        atomic_write_json(path, rc)
+             "time": datetime.datetime.now(datetime.timezone.utc).isoformat()}]
+        atomic_write_json(os.path.join(d, RUN_CONFIG), rc)
+
+
+def _member_config(d: str) -> dict | None:
+    """The run config of directory `d`, or None if it is not a readable run directory."""
+    try:
+        return read_run_config(os.path.join(d, RUN_CONFIG))
+    except (OSError, ValueError):
+        return None
+
+
+def _find_group(run_dir: str, rc: dict) -> tuple[list[str], list[dict]]:
+    """The directories and configs of `run_dir`'s seed group, in seed order.
+
+    `run_dir` itself is its own seed's member whatever its name. The others are looked up by their
+    recorded names next to it, and, if renamed, among its sibling directories by the group id.
+    """
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    group_id = rc.get("group_id")
+    siblings = None
+    dirs, configs = [], []
+    for name, seed in zip(rc["group"], rc["seeds"]):
+        if seed == rc["seed"]:
+            dirs.append(os.path.abspath(run_dir))
+            configs.append(rc)
+            continue
+
+        def belongs(c):
+            return c is not None and c["seed"] == seed and c["seeds"] == rc["seeds"] and \
+                c.get("group_id") == group_id
+
+        by_name = os.path.join(parent, name)
+        c = _member_config(by_name)
+        if belongs(c):
+            dirs.append(by_name)
+            configs.append(c)
+            continue
+        if group_id is not None:
+            if siblings is None:
+                siblings = [(e.path, _member_config(e.path)) for e in os.scandir(parent)
+                            if e.is_dir() and e.path != os.path.abspath(run_dir)]
+            found = [(d, c) for d, c in siblings if belongs(c)]
+            if len(found) == 1:
+                dirs.append(found[0][0])
+                configs.append(found[0][1])
+                continue
+        raise ValueError(f"resume: seed {seed} of this run's group ({name!r}) is not next to "
+                         f"{run_dir!r}; the seeds of a group are trained together and resume "
+                         f"together: keep their directories side by side")
+    return dirs, configs
+
+
+def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int) -> dict:
+    meta = header["meta"]
+    n = len(rc["seeds"])
+    ok = (isinstance(meta.get("update"), int) and meta["update"] > 0
+          and meta.get("step") == meta["update"] * rollout_size
+          and isinstance(meta.get("wall"), (int, float)) and meta.get("seeds") == rc["seeds"]
+          and isinstance(meta.get("best"), list) and len(meta["best"]) == n
+          and isinstance(meta.get("best_step"), list) and len(meta["best_step"]) == n)
+    if not ok:
+        raise ValueError(f"{path}: its progress record (update, step, seeds, best) does not match "
+                         f"this run (seeds {rc['seeds']}, {rollout_size} steps per update); was "
+                         f"it copied from another run?")
+    return meta
 
 
 def resume(run_dir: str, env: Any = None, progress: str | None = None,
            stop_after: int | None = None, total_steps: int | None = None) -> TrainResult:
     """Continue an interrupted run (and its seed group) from its last checkpoint.
 
+    Every file the resume reads is checked first, before anything is compiled: config.json, the
+    checkpoint, and that progress.csv and evals.npz hold every update and evaluation up to the
+    checkpoint. The group's directories are locked for the whole resume.
+
     Args:
-        run_dir: any run directory of the group.
+        run_dir: any run directory of the group (it may have been renamed or moved, with the
+            other members of its group beside it).
         env: the environment object, only needed if the run was started with an object rather
             than a "module:factory" name.
         progress: as in `train`.
@@ -394,13 +595,20 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
             decay then follows the new budget from the checkpoint on, so an extended run is not
             the same as one started with that budget; each config.json records the extension.
             None keeps the run's budget (and resume reproduces the uninterrupted run exactly).
+
+    Raises:
+        ValueError: not a run directory, a file that is corrupt or misses history (named in the
+            message), a group member missing, or the directory in use by another process
+            (`fileio.DirectoryLockedError`).
+        NonFiniteError, OSError: as in `train`.
     """
+    if not isinstance(run_dir, (str, os.PathLike)) or isinstance(run_dir, bytes):
+        raise ValueError(f"resume: expected a run directory path, got {run_dir!r}")
+    run_dir = os.fspath(run_dir)
     path = os.path.join(run_dir, RUN_CONFIG)
     if not os.path.isfile(path):
         raise ValueError(f"resume: expected a run directory containing {RUN_CONFIG}, got "
                          f"{run_dir!r}")
-    with open(path) as f:
-        rc = json.load(f)
     ckpt = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isfile(ckpt):
         raise ValueError(f"resume: {run_dir!r} has no {CHECKPOINT} yet (interrupted before the "
@@ -408,16 +616,36 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
     if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                     or total_steps <= 0):
         raise ValueError(f"total_steps: expected a positive integer, got {total_steps!r}")
-    old_total = rc["algo_config"]["total_steps"]
+    progress = _check_progress(progress)
+    stop_after = _check_stop_after(stop_after)
+    rc = read_run_config(path)
+    run_dirs, configs = _find_group(run_dir, rc)
+    with contextlib.ExitStack() as locks:
+        for d in run_dirs:
+            locks.enter_context(lock_directory(d))
+        return _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_after,
+                              total_steps)
+
+
+def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_after, total_steps):
+    path = os.path.join(run_dir, RUN_CONFIG)
+    old_total = rc["algo_config"].get("total_steps")
     extend = total_steps is not None and total_steps != old_total
-    cfg = make_config(rc["algo"], {**rc["algo_config"],
-                                   "total_steps": total_steps if extend else old_total})
-    parent = os.path.dirname(os.path.abspath(run_dir))
-    run_dirs = [os.path.join(parent, name) for name in rc["group"]]
-    for d in run_dirs:
-        if not os.path.isdir(d):
-            raise ValueError(f"resume: seed group member {d!r} is missing; the seeds of a group are "
-                             f"trained together and resume together")
+    try:
+        cfg = make_config(rc["algo"], {**rc["algo_config"],
+                                       "total_steps": total_steps if extend else old_total})
+        _check_pos_int("eval_every", rc["eval_every"])
+        _check_pos_int("checkpoint_every", rc["checkpoint_every"])
+    except ValueError as e:
+        if str(e).startswith("total_steps") and extend:
+            raise
+        raise ValueError(f"{path}: {e}") from None
+    _, header = read_checkpoint(ckpt)
+    meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
+    if extend and cfg.n_updates < meta["update"]:
+        raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
+                         f"trained, got {total_steps}")
+    history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
     with jax.enable_x64(True):
         if env is None:
             if rc["env"] is None:
@@ -429,14 +657,12 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
         run = _Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]),
                    run_dirs, rc["eval_every"], rc["checkpoint_every"], progress)
         state, meta = load_checkpoint(ckpt, run.template())
+        run.checkpoint_update = meta["update"]
         if extend:
-            if cfg.n_updates < meta["update"]:
-                raise ValueError(
-                    f"total_steps: expected at least the {meta['step']} steps already trained, "
-                    f"got {total_steps}")
-            _record_extension(run_dirs, old_total, cfg.total_steps, meta["step"])
-        for rec, best, best_step in zip(run.records, meta["best"], meta["best_step"]):
-            rec.restore(meta["step"], best, best_step)
+            _record_extension(run_dirs, configs, old_total, cfg.total_steps, meta["step"])
+        for rec, (rows, evals), best, best_step in zip(run.records, history, meta["best"],
+                                                        meta["best_step"]):
+            rec.restore(rows, evals, best, best_step)
         if meta["update"] >= cfg.n_updates:
             return TrainResult(run_dirs, state, [r.rows for r in run.records], True)
         return run.loop(state, meta["update"], meta["wall"], stop_after)
