@@ -61,6 +61,11 @@ def test_cli_rejects_bad_input_with_a_clear_message(tmp_path, capsys):
     assert "n_minibatches: expected a divisor" in capsys.readouterr().err
     assert cli.main(["--env", TOY_ENV, "--lr", "nan", "--out", str(tmp_path)]) == 2
     assert "lr: expected a number, not NaN" in capsys.readouterr().err
+    # Before: --lr inf trained to the end and saved an all-NaN policy.
+    assert cli.main(["--env", TOY_ENV, "--lr", "inf", "--out", str(tmp_path)]) == 2
+    assert "lr: expected a finite number, got inf" in capsys.readouterr().err
+    assert cli.main(["--env", TOY_ENV, "--clip-eps=-inf", "--out", str(tmp_path)]) == 2
+    assert "clip_eps: expected a finite number" in capsys.readouterr().err
     assert cli.main(["--env", "nowhere_xyz:make", "--out", str(tmp_path)]) == 2
     assert "cannot import module 'nowhere_xyz'" in capsys.readouterr().err
     assert cli.main(["--resume", str(tmp_path), "--lr", "0.1"]) == 2

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from .evaluation import eval_summary
-from .fileio import load_npz
+from .fileio import describe_os_error, load_npz
 from .trainer import EVALS_NPZ
 
 __all__ = ["plot_run", "main"]
@@ -119,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in plot_run(args.run_dir, args.out):
             print(path)
-    except ValueError as e:
+    except ValueError as e:  # not a run directory, or a corrupt evals.npz (named)
         print(f"jaxrl-plot: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an unwritable --out
+        print(f"jaxrl-plot: error: {describe_os_error(e)}", file=sys.stderr)
+        return 1
     return 0
 
 
