@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import cli, trainer
+from jaxrl_agents.run_files import read_progress
 from jaxrl_agents.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
                                  lock_directory)
 
@@ -169,7 +170,7 @@ def test_a_run_that_goes_non_finite_stops_and_keeps_the_last_finite_checkpoint(t
         meta = json.loads(ckpt.pop("__meta__").tobytes())
         assert meta["meta"]["update"] == 4
         assert all(np.all(np.isfinite(a)) for a in ckpt.values() if a.dtype.kind == "f")
-        rows = trainer._read_csv(os.path.join(d, "progress.csv"))
+        rows = read_progress(os.path.join(d, "progress.csv"))
         assert [int(r["step"]) for r in rows] == [512 * u for u in range(1, 6)]
         assert list(load_npz(os.path.join(d, "evals.npz"))["step"]) == [3 * 512]
         params = load_npz(os.path.join(d, "last_policy", "params.npz"))
@@ -288,7 +289,7 @@ def test_a_renamed_run_group_resumes(tmp_path):
     res = trainer.resume(renamed[1], progress="off")
     assert res.finished and sorted(res.run_dirs) == renamed
     for d in renamed:
-        assert len(trainer._read_csv(os.path.join(d, "progress.csv"))) == 30
+        assert len(read_progress(os.path.join(d, "progress.csv"))) == 30
 
 
 def test_resume_refuses_a_group_member_that_is_gone(finished, tmp_path, monkeypatch):
@@ -359,7 +360,7 @@ def test_cli_full_disk_during_training_gives_one_line(tmp_path, monkeypatch, cap
     assert line.endswith("checkpoint.npz: No space left on device (every file written before is "
                          "intact)")
     for d in tmp_path.iterdir():  # what was written before the failure is all there
-        assert len(trainer._read_csv(str(d / "progress.csv"))) == 4
+        assert len(read_progress(str(d / "progress.csv"))) == 4
 
 
 # --------------------------------------------------------------- Python arguments, not coerced

@@ -8,6 +8,7 @@ import pytest
 
 from jaxrl_agents import load_policy, trainer
 from jaxrl_agents.fileio import load_npz
+from jaxrl_agents.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 
@@ -24,7 +25,7 @@ def _run(out, **kw):
 
 
 def _rows_without_wall(run_dir):
-    rows = trainer._read_csv(os.path.join(run_dir, trainer.PROGRESS_CSV))
+    rows = read_progress(os.path.join(run_dir, trainer.PROGRESS_CSV))
     return [{k: v for k, v in r.items() if k != "wall"} for r in rows]
 
 
@@ -82,7 +83,7 @@ def test_run_directory_contents(tmp_path):
     pol = load_policy(d)
     assert pol.metadata["seed"] == 2 and pol.metadata["algo"] == "ppo"
     best_step = pol.metadata["step"]
-    rows = trainer._read_csv(os.path.join(d, "progress.csv"))
+    rows = read_progress(os.path.join(d, "progress.csv"))
     best_jt = min(float(r["eval_JT_min"]) for r in rows if "eval_JT_min" in r)
     assert pol.metadata["eval"]["eval_JT_min"] == best_jt
     assert load_policy(d, which="last").metadata["step"] == 512 * 30 >= best_step
@@ -176,7 +177,7 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed = sorted((tmp_path / "killed").iterdir())
-    rows_at_kill = len(trainer._read_csv(os.path.join(killed[0], "progress.csv")))
+    rows_at_kill = len(read_progress(os.path.join(killed[0], "progress.csv")))
     assert rows_at_kill < 400, "the run finished before it could be killed"
 
     assert cli.main(["--resume", str(killed[1]), "--progress", "off"]) == 0

@@ -59,11 +59,11 @@ from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .config import AlgoConfig
 from .envs import DEFAULT_ENV, check_env, load_env
 from .evaluation import eval_summary, format_eval_line
-from .fileio import atomic_savez, atomic_write_json, lock_directory
+from .fileio import LOCK_FILE, atomic_savez, atomic_write_json, lock_directory
 from .policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .progress import ProgressReporter
 from .run_files import (CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, check_history,
-                        read_progress, read_run_config, write_progress)
+                        read_run_config, write_progress)
 
 __all__ = ["train", "resume", "TrainResult", "NonFiniteError", "RUN_CONFIG", "PROGRESS_CSV",
            "EVALS_NPZ", "CHECKPOINT"]
@@ -239,8 +239,6 @@ def _remove_new_run_dirs(dirs: list[str]) -> None:
     Only the files a starting run writes (config.json, the lock file) may be there; a directory
     holding anything else is left alone, so nothing of a user's is ever deleted.
     """
-    from .fileio import LOCK_FILE
-
     for d in dirs:
         with contextlib.suppress(OSError):
             if set(os.listdir(d)) <= {RUN_CONFIG, LOCK_FILE}:
@@ -254,9 +252,6 @@ def _fmt(v) -> str:
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     return repr(float(v))
-
-
-_read_csv = read_progress  # the tests' name for it
 
 
 class _SeedRecord:
