@@ -62,15 +62,15 @@ class GateMARLState(State):
         done: () bool, the last step ended the episode (JaxMARL's field).
         step: () int32 steps since the reset (JaxMARL's field).
         core: the core's ``MultiGateState``.
-        core_obs: {agent: (24 + K + 1,) float64} the core's observations of ``core`` (kept because
-            the observation's time feature is the one before the step, which the state alone
-            no longer holds; ``get_obs`` reads it).
+        obs: {agent: (24 + K + 1,) float32} the core's observations of ``core``, cast (kept
+            because the observation's time feature is the one before the step, which the core
+            state alone no longer holds; ``get_obs`` reads it).
         terminated: () bool, the last step ended the pulse.
         truncated: () bool, the last step truncated (out of bounds, or ``max_steps``).
     """
 
     core: Any
-    core_obs: Any
+    obs: Any
     terminated: jax.Array
     truncated: jax.Array
 
@@ -182,7 +182,7 @@ class GateMARLEnv(MultiAgentEnv):
         terminated = terminated[first]
         truncated = truncated[first] | ((step >= self.max_steps) & ~terminated)
         done = terminated | truncated
-        stepped = GateMARLState(done=done, step=step, core=core_state, core_obs=core_obs,
+        stepped = GateMARLState(done=done, step=step, core=core_state, obs=_float32(core_obs),
                                 terminated=terminated, truncated=truncated)
         over = state.done  # a finished episode: nothing more is simulated
         state = select_where(over, state, stepped)
@@ -200,7 +200,7 @@ class GateMARLEnv(MultiAgentEnv):
         """{agent: (obs_dim,) float32}: the core's observation (+ the one-hot line id)."""
         obs = {}
         for i, agent in enumerate(self.agents):
-            o = state.core_obs[agent].astype(jnp.float32)
+            o = state.obs[agent]
             if self.line_id_in_obs:
                 o = jnp.concatenate([o, jax.nn.one_hot(i, self.num_agents, dtype=jnp.float32)])
             obs[agent] = o
@@ -222,9 +222,13 @@ class GateMARLEnv(MultiAgentEnv):
 
     def _start(self, core_obs, core_state) -> tuple[dict, GateMARLState]:
         false = jnp.zeros((), bool)
-        state = GateMARLState(done=false, step=jnp.zeros((), jnp.int32), core=core_state, core_obs=core_obs,
+        state = GateMARLState(done=false, step=jnp.zeros((), jnp.int32), core=core_state, obs=_float32(core_obs),
                               terminated=false, truncated=false)
         return self.get_obs(state), state
+
+
+def _float32(obs: dict) -> dict:
+    return {agent: o.astype(jnp.float32) for agent, o in obs.items()}
 
 
 def make(*, params: EnvParams | None = None, line_id_in_obs: bool = False, max_steps: int | None = None,
