@@ -211,6 +211,8 @@ def test_bad_input_is_a_clear_error_before_anything_runs():
         qg.make_multi(**SHORT, action_mode="discrete")
     with pytest.raises(ValueError, match="env: expected a quantgate_env.gymnax environment"):
         qg.LegacyStepView(env.core)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
+        env.reset(jax.random.PRNGKey(0), params)  # the core's own check, with the fix in the message
 
 
 def test_legacy_view_gives_five_values_and_survives_deepcopy():
@@ -249,3 +251,23 @@ def test_rejax_ppo_trains_on_the_legacy_view_with_no_glue():
     # per step: -log10(J_T) <= 12 at best; at worst (clip mode, full deltas from the bound) the
     # normalised excess of the three samples sums to 1 + 2 + 3 = 6, plus a TV penalty < 0.1
     assert (returns <= 12 * N_STEPS).all() and (returns >= -7 * N_STEPS).all()
+
+
+@pytest.mark.slow
+def test_rejax_ppo_learns_on_the_gymnax_env():
+    """Learning, not just running: rejax PPO's evaluation return rises on the 10-step clip-mode MDP.
+
+    Measured (seeds 0 and 1, 40960 steps, ~40 s on 2 CPUs): the mean return of rejax's 128
+    evaluation episodes goes from -4.7 / -4.5 (random initial policy: out-of-bounds excess paid in
+    clip mode) to 5.25 / 5.28, a rise of 9.9 / 9.8; the test asks for half that rise.
+    """
+    from rejax import PPO
+
+    env = qg.LegacyStepView(qg.make(**SHORT, oob_mode="clip"))
+    algo = PPO.create(env=env, num_envs=16, num_steps=32, num_epochs=4, num_minibatches=4,
+                      total_timesteps=40960, eval_freq=8192, learning_rate=1e-3)
+    _, (lengths, returns) = jax.jit(algo.train)(jax.random.PRNGKey(0))
+    mean = np.asarray(returns).mean(axis=1)
+    assert (np.asarray(lengths) == N_STEPS).all()
+    assert mean[-1] - mean[0] > 5.0, mean
+    assert mean[-1] > 3.0, mean  # the trained policy stays in bounds and is paid for the gate

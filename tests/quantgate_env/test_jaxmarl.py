@@ -169,3 +169,5 @@ def test_bad_input_is_a_clear_error_before_anything_runs():
         qj.make(**SHORT, params={"device": None})
     with pytest.raises(ValueError, match="unknown environment option"):
         qj.make(pulse_lenght=30)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
+        qj.make(**SHORT).reset(jax.random.PRNGKey(0))
