@@ -43,7 +43,7 @@ def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
     import jax.numpy as jnp
 
     import quantgate_env
-    from jaxrl_agents.algorithms import compile_algorithm, make_config
+    from jaxrl_agents.run.algorithms import compile_algorithm, make_config
 
     # A long run's config (20M steps), so the learning-rate schedule is the paper's.
     algo, overrides = VARIANTS.get(algo, (algo, {}))

@@ -189,7 +189,7 @@ def _learning_curves(groups: dict, figures: str) -> str:
 
 
 def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refine_iters: int = 0) -> str:
-    from jaxrl_agents.plot import plot_run
+    from jaxrl_agents.run.plot import plot_run
 
     os.makedirs(figures, exist_ok=True)
     groups: dict[str, list[dict]] = {}

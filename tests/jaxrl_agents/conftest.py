@@ -1,6 +1,6 @@
 """Shared fixtures of the jaxrl-agents tests: the toy environment and tiny configurations.
 
-Tests that compile an update reuse these exact configs so jaxrl_agents.algorithms'
+Tests that compile an update reuse these exact configs so jaxrl_agents.run.algorithms'
 compilation cache serves them all (compiling is what costs time on a 2-core machine).
 """
 

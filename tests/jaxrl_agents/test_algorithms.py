@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_agents.algorithms import compile_algorithm, make_config
+from jaxrl_agents.run.algorithms import compile_algorithm, make_config
 from jaxrl_agents.ppo import PPOConfig
 from jaxrl_agents.trpo import TRPOConfig
 
@@ -154,7 +154,7 @@ def test_fisher_vector_product_equals_the_kl_hessian(kind, shape):
 def _ppo_learn(env, **fields):
     """One PPO update of seed 0 through make_phases: (cfg, state, rollout data, new state, stats)."""
     from jaxrl_agents import ppo
-    from jaxrl_agents.algorithms import model_for
+    from jaxrl_agents.run.algorithms import model_for
 
     cfg = PPOConfig(**{**CFG["ppo"], **fields})
     model = model_for(env, cfg)
@@ -171,17 +171,17 @@ def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):
     With a vanishing target only the first minibatch (whose ratio is exactly 1) is applied, so the
     result must equal one hand-made Adam step on the first minibatch of the first epoch.
     """
-    from jaxrl_agents import ppo
-    from jaxrl_agents.optim import apply_adam, harmonic_lr
+    from jaxrl_agents.common.losses import ppo_loss
+    from jaxrl_agents.common.optimizer import apply_adam, harmonic_lr, make_optimizer
 
     cfg, model, state, data, after, stats = _ppo_learn(toy_env, target_kl=1e-12)
     assert stats["grad_steps"] == 1
     _, k_perm = jax.random.split(state.key)
     perm = jax.random.permutation(jax.random.split(k_perm, cfg.n_epochs)[0], cfg.rollout_size)
     first = jax.tree_util.tree_map(lambda x: x[perm][:cfg.minibatch_size], data)
-    grads = jax.grad(lambda p: ppo.ppo_loss(model, p, first, cfg.clip_eps, cfg.vf_coef,
-                                            cfg.ent_coef)[0])(state.params)
-    tx = ppo.make_optimizer(cfg)
+    grads = jax.grad(lambda p: ppo_loss(model, p, first, cfg.clip_eps, cfg.vf_coef,
+                                       cfg.ent_coef)[0])(state.params)
+    tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
     expected, _ = apply_adam(tx, grads, tx.init(state.params), state.params,
                              harmonic_lr(cfg.lr, cfg.lr_decay, 0.0))
     for x, y in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(after.params)):

@@ -8,7 +8,8 @@ import sys
 
 import numpy as np
 
-from jaxrl_agents import cli, load_policy, plot
+from jaxrl_agents import load_policy
+from jaxrl_agents.run import cli, plot
 
 from .conftest import TOY_ENV
 

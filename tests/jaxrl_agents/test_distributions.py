@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxrl_agents import distributions as D
+from jaxrl_agents.common import distributions as D
 
 
 def test_gaussian_logp_entropy_kl_match_scipy():

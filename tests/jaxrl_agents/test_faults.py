@@ -18,9 +18,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_agents import cli, trainer
-from jaxrl_agents.run_files import read_progress
-from jaxrl_agents.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
+from jaxrl_agents.run import cli, trainer
+from jaxrl_agents.run.run_files import read_progress
+from jaxrl_agents.run.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
                                  lock_directory)
 
 from .conftest import PPO_CFG, TOY_ENV, TOY_OPTIONS
@@ -71,7 +71,7 @@ def _one_line_error(capsys, code, expected_code=2):
 # ------------------------------------------------------------------------------------------ locks
 def _hold_lock(path):
     """A second real process that holds the lock of `path` until it is killed."""
-    code = ("import sys\nfrom jaxrl_agents.fileio import lock_directory\n"
+    code = ("import sys\nfrom jaxrl_agents.run.fileio import lock_directory\n"
             "with lock_directory(sys.argv[1]):\n    print('locked', flush=True)\n"
             "    sys.stdin.read()\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,
@@ -125,7 +125,7 @@ def test_train_and_resume_hold_the_lock_for_the_whole_run(tmp_path, monkeypatch)
 
 
 def test_ippo_runs_are_locked_and_leave_no_orphan(tmp_path, monkeypatch, capsys):
-    from jaxrl_agents import ippo_cli
+    from jaxrl_agents.run import ippo_cli
 
     from .test_ippo_cli import ENV, FLAGS
 
@@ -188,7 +188,7 @@ def test_cli_reports_the_non_finite_update_in_one_line(tmp_path, capsys):
 
 
 def test_the_finite_flag_is_one_bool_per_seed(toy_env, x64):
-    from jaxrl_agents.algorithms import FINITE_STAT, all_finite, compile_algorithm, make_config
+    from jaxrl_agents.run.algorithms import FINITE_STAT, all_finite, compile_algorithm, make_config
 
     c = compile_algorithm("ppo", toy_env, make_config("ppo", PPO_CFG))
     state = c.init(jax.numpy.stack([jax.random.PRNGKey(s) for s in (1, 2)]), toy_env.default_params)

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_agents.cg import conjugate_gradient
-from jaxrl_agents.evaluation import eval_summary, format_eval_line
-from jaxrl_agents.gae import gae
+from jaxrl_agents.common.cg import conjugate_gradient
+from jaxrl_agents.common.evaluation import eval_summary, format_eval_line
+from jaxrl_agents.common.gae import gae
 
 
 def test_gae_by_hand_cuts_at_episode_ends():
@@ -53,7 +53,7 @@ def test_collect_bootstraps_truncated_not_terminated(x64):
     import jax
 
     from jaxrl_agents import ActorCritic
-    from jaxrl_agents.rollout import collect
+    from jaxrl_agents.common.rollout import collect
 
     from .toy_envs import Reach
 

@@ -13,15 +13,15 @@ import pytest
 from pettingzoo import ParallelEnv
 
 from jaxrl_agents import Policy
-from jaxrl_agents.gae import gae_next_values
+from jaxrl_agents.common.gae import gae_next_values
 from jaxrl_agents.ippo import IPPO, check_budget
-from jaxrl_agents.ippo_config import IPPOConfig, validate_ippo_config
-from jaxrl_agents.ippo_lagrangian import IPPO_Lagrangian
-from jaxrl_agents.ippo_update import (dual_update, lagrangian_advantage, minibatch_count,
-                                      optimizer_applications)
-from jaxrl_agents.marl_rollout import (ActionRewriteError, ParallelRunner, group_agents,
+from jaxrl_agents.ippo.config import IPPOConfig, validate_ippo_config
+from jaxrl_agents.ippo.lagrangian import IPPO_Lagrangian
+from jaxrl_agents.ippo.losses import dual_update, lagrangian_advantage
+from jaxrl_agents.ippo.update import minibatch_count, optimizer_applications
+from jaxrl_agents.ippo.rollout import (ActionRewriteError, ParallelRunner, group_agents,
                                        stack_params)
-from jaxrl_agents.marl_spaces import AgentSpaces, MARLPolicy
+from jaxrl_agents.ippo.spaces import AgentSpaces, MARLPolicy
 
 from .marl_toy_envs import CostStreamEnv, SpacesEnv
 

@@ -6,8 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from jaxrl_agents import Policy, cli
-from jaxrl_agents.ippo_cli import MilestoneBar
+from jaxrl_agents import Policy
+from jaxrl_agents.run import cli
+from jaxrl_agents.run.ippo_cli import MilestoneBar
 
 ENV = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"
 # Same hyper-parameters as test_ippo_learning (the compiled update is shared through the cache).

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_agents import trainer
+from jaxrl_agents.run import trainer
 
 from .conftest import CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 from .toy_envs import Reach

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 import jaxrl_agents
 from jaxrl_agents import ActorCritic, Policy, load_policy
+from jaxrl_agents.common.networks import mlp_apply
 
 
 def test_import_leaves_global_precision_alone():
@@ -46,7 +47,7 @@ def test_activations_are_the_named_functions(activation):
     net = {"dense_0": {"kernel": jnp.ones((1, 1)), "bias": jnp.zeros(1)},
            "dense_1": {"kernel": jnp.ones((1, 1)), "bias": jnp.zeros(1)}}
     x = jnp.array([[-2.0], [0.5]])
-    out = np.asarray(jaxrl_agents.mlp_apply(net, x, activation))[:, 0]
+    out = np.asarray(mlp_apply(net, x, activation))[:, 0]
     ref = {"relu": [0.0, 0.5], "tanh": np.tanh([-2.0, 0.5]), "leaky_relu": [-0.02, 0.5],
            "gelu": [-2.0 * 0.5 * (1 + math.erf(-2 / math.sqrt(2))),
                     0.5 * 0.5 * (1 + math.erf(0.5 / math.sqrt(2)))]}[activation]

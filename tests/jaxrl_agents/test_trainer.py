@@ -6,9 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from jaxrl_agents import load_policy, trainer
-from jaxrl_agents.fileio import load_npz
-from jaxrl_agents.run_files import read_progress
+from jaxrl_agents import load_policy
+from jaxrl_agents.run import run_files, trainer
+from jaxrl_agents.run.fileio import load_npz
+from jaxrl_agents.run.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 
@@ -90,7 +91,7 @@ def test_run_directory_contents(tmp_path):
 
 
 def test_existing_run_directory_is_never_overwritten(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer, "_timestamp", lambda: "20250101-000000")
+    monkeypatch.setattr(run_files, "timestamp", lambda: "20250101-000000")
     os.makedirs(tmp_path / "ppo_20250101-000000_s1_x")
     marker = tmp_path / "ppo_20250101-000000_s1_x" / "keep.txt"
     marker.write_text("precious")
@@ -125,7 +126,7 @@ def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, kw, match):
 
 
 def test_non_conforming_env_is_explained():
-    from jaxrl_agents.envs import check_env
+    from jaxrl_agents.common.envs import check_env
 
     from .toy_envs import Reach
 
@@ -156,7 +157,7 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     import sys
     import time
 
-    from jaxrl_agents import cli
+    from jaxrl_agents.run import cli
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = ["--algo", "ppo", "--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 400),
@@ -195,7 +196,7 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
 def test_resume_with_a_larger_budget_extends_a_finished_run(tmp_path):
     """--resume RUN --total-steps N continues past the original budget and records the extension;
     the rows already written are kept as they were."""
-    from jaxrl_agents import cli
+    from jaxrl_agents.run import cli
 
     short = _run(tmp_path, config={**PPO_CFG, "total_steps": 512 * 6}, checkpoint_every=3)
     assert short.finished

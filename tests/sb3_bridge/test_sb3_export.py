@@ -45,8 +45,8 @@ def test_round_trip_through_sb3(tmp_path, name, algo):
 
 def test_fresh_jax_policy_with_paper_network(tmp_path):
     import jax
-    from jaxrl_agents.networks import ActorCritic
-    from jaxrl_agents.policy import Policy
+    from jaxrl_agents.common.networks import ActorCritic
+    from jaxrl_agents.common.policy import Policy
     model = ActorCritic(28, "gaussian", (3,), (128, 128), "relu")
     policy = Policy(model, model.init(jax.random.PRNGKey(3)))
     contrib = pytest.importorskip("sb3_contrib")

@@ -97,7 +97,7 @@ def test_metadata_records_the_source(policies, fixtures_dir):
 
 
 def test_loaded_policy_round_trips_through_jaxrl_agents(policies, expected, tmp_path):
-    from jaxrl_agents.policy import Policy
+    from jaxrl_agents.common.policy import Policy
     policies["ppo_box"].save(tmp_path / "p")
     again = Policy.load(str(tmp_path / "p"))
     obs = expected["ppo_box/obs"]

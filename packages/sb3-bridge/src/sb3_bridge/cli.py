@@ -30,7 +30,7 @@ DEFAULT_ENV = "quantgate_env:make"
 
 
 def _parse_options(items):
-    from jaxrl_agents.envs import parse_env_options
+    from jaxrl_agents.common.envs import parse_env_options
     return parse_env_options(items)
 
 
@@ -74,7 +74,7 @@ def _fmt(value) -> str:
 
 def _evaluate(args) -> int:
     from .load import load
-    from jaxrl_agents.evaluation import format_eval_line
+    from jaxrl_agents.common.evaluation import format_eval_line
 
     if args.out:
         # Before anything runs: a refused command costs nothing and leaves DIR as it was.
@@ -131,7 +131,7 @@ def _inspect(args) -> int:
 
 
 def _export(args) -> int:
-    from jaxrl_agents.policy import load_policy
+    from jaxrl_agents.common.policy import load_policy
     from .sb3_export import export
     path = export(load_policy(args.policy), args.out, algo=args.algo, overwrite=args.force)
     print(f"wrote {path} (load with {'sb3_contrib.TRPO' if args.algo == 'trpo' else 'stable_baselines3.' + args.algo.upper()}.load)")

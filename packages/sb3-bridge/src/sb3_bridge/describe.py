@@ -22,7 +22,7 @@ __all__ = ["CheckpointInfo", "inspect", "check_convertible", "SUPPORTED_ALGORITH
 SUPPORTED_ALGORITHMS = ("PPO", "A2C", "TRPO")
 SUPPORTED_POLICY_CLASSES = ("ActorCriticPolicy",)  # what "MlpPolicy" resolves to
 
-#: SB3 (torch.nn) activation class name -> jaxrl_agents.networks.ACTIVATIONS key. Only exact
+#: SB3 (torch.nn) activation class name -> jaxrl_agents.common.networks.ACTIVATIONS key. Only exact
 #: equivalents: torch.nn.GELU is the erf form, and so is jaxrl-agents' "gelu"; LeakyReLU uses
 #: torch's default slope 0.01 in both (a custom slope is not readable from `data`).
 SB3_TO_JAX_ACTIVATION = {"Tanh": "tanh", "ReLU": "relu", "LeakyReLU": "leaky_relu", "GELU": "gelu"}
@@ -162,7 +162,7 @@ def find_problems(summary: DataSummary, state: dict, activation: str | None = No
         if not pi:
             problems.append("no hidden layers (net_arch=[]); supported: at least one hidden layer")
         elif pi != vf:
-            # jaxrl_agents.networks.ActorCritic has one `hidden` tuple for both networks.
+            # jaxrl_agents.common.networks.ActorCritic has one `hidden` tuple for both networks.
             problems.append(f"different actor and critic hidden sizes (pi={pi}, vf={vf}); supported: "
                             f"pi == vf, as jaxrl-agents' ActorCritic shares one `hidden`")
     return problems

@@ -1,7 +1,7 @@
 """Deterministic evaluation of a policy on a functional JAX environment or a Gymnasium environment,
 with the trainer's summary, ``evals.npz`` and the paper's pulse CSV.
 
-Two kinds of environment, one record format (that of ``jaxrl_agents.evaluation.evaluate_episode``):
+Two kinds of environment, one record format (that of ``jaxrl_agents.common.evaluation.evaluate_episode``):
 ``{"reward": (T,), "alive": (T,) bool, "action": (T, A), <info leaves>: (T, ...)}`` where ``alive``
 marks the steps of the episode, including the one that ended it.
 
@@ -52,7 +52,7 @@ def resolve_env(env: Any = "quantgate_env:make", options: Mapping[str, Any] | No
         attr = env.split(":", 1)[1]
         # "module:factory" (an identifier) vs Gymnasium's "module:EnvName-v0" (never an identifier).
         if attr.isidentifier():
-            from jaxrl_agents.envs import load_env  # one importer of 'module:factory' specs
+            from jaxrl_agents.common.envs import load_env  # one importer of 'module:factory' specs
 
             obj = load_env(env, options, check=False)  # the kind decides how it is checked
             return obj, _kind(obj)
@@ -118,7 +118,7 @@ def _episode_fn():
     global _compiled_episode
     if _compiled_episode is None:
         import jax
-        from jaxrl_agents.evaluation import evaluate_episode
+        from jaxrl_agents.common.evaluation import evaluate_episode
         _compiled_episode = jax.jit(evaluate_episode, static_argnums=(0, 2))
     return _compiled_episode
 
@@ -145,7 +145,7 @@ def _check_compatible(policy, env, name) -> None:
 
 def _functional_episodes(policy, env, episodes: int, seed: int):
     import jax
-    from jaxrl_agents.envs import check_env
+    from jaxrl_agents.common.envs import check_env
 
     run = _episode_fn()
     out = []
@@ -190,17 +190,17 @@ def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) 
     """Write ``summary`` as indented JSON (numpy scalars as floats), atomically: the whole text is
     built before the file is touched. Raises ``FileExistsError`` if ``path`` exists and
     ``overwrite`` is False."""
-    from jaxrl_agents.fileio import atomic_write
+    from jaxrl_agents.run.fileio import atomic_write
     refuse_existing([path], overwrite=overwrite)
     text = json.dumps(summary, indent=2, default=float) + "\n"
     atomic_write(os.fspath(path), text.encode())
 
 
 def summarize(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """The trainer's evaluation summary (``jaxrl_agents.evaluation.eval_summary``): return, length,
+    """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``): return, length,
     and for the gate env best J_T and its time, J_T at the end, 1 - U at the best step, time of the
     first perfect entangler."""
-    from jaxrl_agents.evaluation import eval_summary
+    from jaxrl_agents.common.evaluation import eval_summary
     return eval_summary(episode)
 
 
@@ -213,7 +213,7 @@ def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *
     Written atomically. Raises ``FileExistsError`` if ``path`` exists and ``overwrite`` is False
     (a training run's own ``evals.npz`` is never replaced by accident).
     """
-    from jaxrl_agents.fileio import atomic_savez
+    from jaxrl_agents.run.fileio import atomic_savez
     refuse_existing([path], overwrite=overwrite)
     keys = [k for k in episodes[0] if all(k in ep for ep in episodes)]
     length = max(len(ep["alive"]) for ep in episodes)
@@ -276,5 +276,5 @@ def write_pulse_csv(path, amps: np.ndarray, dt: float, *, overwrite: bool = Fals
     amps = np.asarray(amps, np.float64).reshape(-1)
     lines = [",amplist,tlist", "0,0.0,0.0"]
     lines += [f"{k},{float(a)!r},{float(k * dt)!r}" for k, a in enumerate(amps, start=1)]
-    from jaxrl_agents.fileio import atomic_write
+    from jaxrl_agents.run.fileio import atomic_write
     atomic_write(os.fspath(path), ("\n".join(lines) + "\n").encode())

@@ -20,7 +20,7 @@ import numpy as np
 
 from .networks import ACTIVATIONS
 
-__all__ = ["AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
+__all__ = ["ValidatedConfig", "AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
 
 
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
@@ -106,7 +106,28 @@ def _check_value(name: str, check: str, value: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class AlgoConfig:
+class ValidatedConfig:
+    """Base of every config (PPO/TRPO's `AlgoConfig`, IPPO's): each field declared with `cfg_field`
+    is validated and normalised in ``__post_init__``, then `_check_consistency` relates fields."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):  # _check_value refuses non-finite floats itself
+            object.__setattr__(self, f.name, _check_value(f.name, f.metadata["check"],
+                                                          getattr(self, f.name)))
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        """Checks across fields (subclasses extend it); raise ValueError naming the field."""
+
+    def to_dict(self) -> dict:
+        """The fields as JSON-ready values (``hidden`` as a list)."""
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoConfig(ValidatedConfig):
     """Fields shared by every on-policy algorithm. Subclasses add theirs and `_check_consistency`."""
 
     n_envs: int = cfg_field(64, "pos_int", "parallel environments")
@@ -121,12 +142,6 @@ class AlgoConfig:
     adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
     hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
     activation: str = cfg_field("tanh", "activation", "hidden activation")
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _check_value(f.name, f.metadata["check"],
-                                                          getattr(self, f.name)))
-        self._check_consistency()
 
     def _check_consistency(self) -> None:
         if self.total_steps < self.rollout_size:
@@ -144,11 +159,6 @@ class AlgoConfig:
     def n_updates(self) -> int:
         """Number of updates: total_steps // rollout_size."""
         return self.total_steps // self.rollout_size
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["hidden"] = list(self.hidden)
-        return d
 
     @classmethod
     def from_dict(cls, d: dict):

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .fileio import atomic_savez, atomic_write_json, flatten_dict, load_npz, unflatten_dict
+from ..run.fileio import atomic_savez, atomic_write_json, flatten_dict, load_npz, unflatten_dict
 from .networks import ActorCritic
 
 __all__ = ["Policy", "load_policy", "POLICY_FORMAT", "BEST_POLICY_DIR", "LAST_POLICY_DIR"]
@@ -33,7 +33,7 @@ POLICY_FORMAT = "jaxrl_agents.Policy"
 POLICY_FORMAT_VERSION = 1
 POLICY_JSON = "policy.json"
 PARAMS_NPZ = "params.npz"
-# Sub-directories of a training run directory (see trainer.py).
+# Sub-directories of a training run directory (see run/trainer.py).
 BEST_POLICY_DIR = "best_policy"
 LAST_POLICY_DIR = "last_policy"
 

@@ -1,4 +1,5 @@
-"""Collecting on-policy experience: `lax.scan` over the vmapped auto-resetting environment step."""
+"""Collecting on-policy experience: `lax.scan` over the vmapped auto-resetting environment step,
+and the rollout half (rollout + GAE) of the PPO and TRPO updates."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Transition", "collect", "flatten_time_env", "rollout_stats"]
+from .gae import gae
+from .losses import standardize
+
+__all__ = ["Transition", "collect", "flatten_time_env", "rollout_stats", "make_rollout_phase"]
 
 
 class Transition(NamedTuple):
@@ -84,3 +88,38 @@ def rollout_stats(traj: Transition) -> dict[str, Any]:
     if "JT" in traj.info:
         stats["min_JT"] = traj.info["JT"].min()
     return stats
+
+
+def make_rollout_phase(model, env, n_steps: int, gamma: float, gae_lambda: float,
+                       normalize_advantage: bool = False):
+    """The rollout half of a PPO/TRPO update, for one seed (pure; the trainer vmaps it over seeds).
+
+    ``rollout_phase(state, env_params) -> (state, (data, stats))`` collects `n_steps` in each of
+    the state's environments with its policy, computes GAE bootstrapped with V(last obs), and
+    returns the state advanced past the rollout (environments, observations, key) with
+
+    - data: dict of (n_steps * n_envs, ...) arrays obs, action, logp, adv, ret;
+    - stats: `rollout_stats` of the rollout.
+
+    Args:
+        model: `ActorCritic`.
+        env: functional environment.
+        n_steps: steps per environment.
+        gamma, gae_lambda: discount and GAE lambda.
+        normalize_advantage: standardise `adv` over the whole rollout (TRPO; PPO and IPPO
+            standardise per minibatch in the loss instead).
+    """
+
+    def rollout_phase(state, env_params):
+        (env_state, obs, key), traj = collect(model, env, env_params, state.params,
+                                              state.env_state, state.obs, state.key, n_steps, gamma)
+        last_value = model.value(state.params["critic"], obs)
+        adv, ret = gae(traj.reward, traj.value, traj.done, last_value, gamma, gae_lambda)
+        data = {"obs": traj.obs, "action": traj.action, "logp": traj.logp, "adv": adv, "ret": ret}
+        data = jax.tree_util.tree_map(flatten_time_env, data)
+        if normalize_advantage:
+            data["adv"] = standardize(data["adv"])
+        state = state._replace(env_state=env_state, obs=obs, key=key)
+        return state, (data, rollout_stats(traj))
+
+    return rollout_phase

@@ -19,8 +19,8 @@ the *returned* observation; the mask of the first observation comes from
 is allowed). quantgate_env.marl.MultiGateEnv is such a core; a ParallelEnv that exposes its core as
 ``env.core`` is trained on it when ``n_envs > 1``.
 
-Semantics are the Python path's: the same one-agent update (ippo_update.make_agent_update), the
-same dual update (once per update, before the actor step, only where an episode completed, against
+Semantics are the Python path's: the same one-agent update (update.make_agent_update), the
+same dual update (losses.dual_step) (once per update, before the actor step, only where an episode completed, against
 the completed undiscounted episodic cost), true next observations (final_obs) for GAE with separate
 terminated/done flags, and partial episodes carried across updates. An environment's episode ends
 when any of its agents is done (the core resets the whole environment), which cuts every agent's
@@ -40,9 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium import spaces
 
-from .ippo_update import init_group_state, make_agent_update, steps_per_update
-from .marl_rollout import group_agents, unstack_params
-from .marl_spaces import AgentSpaces
+from .losses import dual_step
+from .rollout import group_agents, unstack_params
+from .spaces import AgentSpaces
+from .update import init_group_state, make_agent_update, steps_per_update
 
 __all__ = ["train_compiled", "make_compiled_ippo", "info_field"]
 
@@ -90,8 +91,6 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
     Stats: per agent (A,) arrays of the update's losses plus mean_reward, mean_cost, episodes,
     episode_return, cost_return_budget, constraint_violation, dual_update_applied.
     """
-    from .ippo_update import dual_update
-
     agents = tuple(core.agents)
     groups = group_agents(agent_spaces)
     n_envs, n_steps = cfg.n_envs, cfg.n_steps
@@ -193,10 +192,8 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
                  "episode_return": done_ret.sum(axis=1) / jnp.where(completed > 0, completed,
                                                                      jnp.nan)}
         if lagrangian:
-            lam, budget, violation = dual_update(lam, done_cost.sum(axis=1), completed, cfg)
-            stats.update(cost_return_budget=budget, constraint_violation=violation,
-                         dual_update_applied=completed > 0, completed_episodes=completed,
-                         lagrange_multiplier_used=lam)
+            lam, diag = dual_step(lam, done_cost.sum(axis=1), completed, cfg)
+            stats.update(diag)
         step0 = update_index * apps_per_update
         new_params, new_opt, per_agent = [], [], {}
         for gi, (g, upd) in enumerate(zip(groups, agent_updates)):
@@ -218,34 +215,34 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
     return init_carry, update, groups, apps_per_update
 
 
-def train_compiled(algo, core, timesteps: int, progress_callback) -> object:
-    """Train `algo` (an IPPO / IPPO_Lagrangian instance) on `n_envs` copies of `core`.
+def train_compiled(cfg, seed: int, lagrangian: bool, core, timesteps: int, progress_callback):
+    """Train IPPO (IPPO-Lagrangian with ``lagrangian``) on `cfg.n_envs` copies of `core`.
 
     The core is traced with float64 enabled, as the PPO/TRPO trainer does (docs/contracts.md: the
     physics runs in float64, the caller of the functional API enables it); networks stay float32.
 
-    Returns the same `TrainResult` as the Python path; ``timesteps`` in it is the number of
-    environment steps actually taken (the budget rounded down to whole updates), summed over
-    environments.
+    Returns:
+        (params {agent: parameters}, agent_spaces {agent: AgentSpaces}, history, steps taken (the
+        budget rounded down to whole updates, summed over environments), final multipliers (A,)
+        or None without ``lagrangian``, agents): what `train.IPPO` builds its result from.
     """
     with jax.enable_x64(True):
-        return _train_compiled(algo, core, timesteps, progress_callback)
+        return _train_compiled(cfg, seed, lagrangian, core, timesteps, progress_callback)
 
 
-def _train_compiled(algo, core, timesteps, progress_callback):
-    cfg = algo.cfg
+def _train_compiled(cfg, seed, lagrangian, core, timesteps, progress_callback):
     per_update = cfg.n_envs * cfg.n_steps
     n_updates = timesteps // per_update
     if n_updates < 1:
         raise ValueError(f"timesteps: the compiled path runs whole updates of n_envs * n_steps = "
                          f"{per_update} environment steps; expected at least that, got {timesteps}")
     agent_spaces, init_carry, update, groups, apps_per_update = _compiled(core, cfg,
-                                                                          algo.lagrangian)
+                                                                          lagrangian)
     agents = list(agent_spaces)
     # Same key split as the Python path: the same seed gives the same initial parameters.
-    k_init, k_run, _ = jax.random.split(jax.random.PRNGKey(algo.seed), 3)
-    group_params, group_opt = init_group_state(agent_spaces, agents, groups, k_init, cfg, algo.lagrangian)
-    lam0 = (jnp.full((len(agents),), cfg.lagrangian_init, jnp.float32) if algo.lagrangian
+    k_init, k_run, _ = jax.random.split(jax.random.PRNGKey(seed), 3)
+    group_params, group_opt = init_group_state(agent_spaces, agents, groups, k_init, cfg, lagrangian)
+    lam0 = (jnp.full((len(agents),), cfg.lagrangian_init, jnp.float32) if lagrangian
             else jnp.zeros((len(agents),), jnp.float32))
     params_env = core.default_params
     carry = init_carry(k_run, params_env, group_params, group_opt, lam0)
@@ -273,8 +270,8 @@ def _train_compiled(algo, core, timesteps, progress_callback):
     for g, p in zip(groups, group_params):
         for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
             params[a] = jax.device_get(pa)
-    return algo._result(params, agent_spaces, history, n_updates * per_update,
-                        lam if algo.lagrangian else None, agents)
+    return (params, agent_spaces, history, n_updates * per_update, lam if lagrangian else None,
+            agents)
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,6 +1,6 @@
 """Validated configurations of IPPO and IPPO-Lagrangian.
 
-Same machinery as the PPO/TRPO configs (config.cfg_field: a validation rule and a CLI help string
+Same machinery as the PPO/TRPO configs (common.config.ValidatedConfig and cfg_field: a validation rule and a CLI help string
 per field, checked in Python before anything is compiled), with the multi-agent fields. As there,
 every float must be finite: an infinite learning rate or cost limit is always a typo.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .config import _check_value, cfg_field
+from ..common.config import ValidatedConfig, cfg_field
 
 __all__ = ["IPPOConfig", "IPPOLagrangianConfig", "validate_ippo_config"]
 
 
 @dataclasses.dataclass(frozen=True)
-class IPPOConfig:
+class IPPOConfig(ValidatedConfig):
     """IPPO hyper-parameters (per agent; every agent has its own networks and optimiser).
 
     A rollout is `n_steps` parallel-environment steps (each gives one transition per agent) in each
@@ -44,20 +44,6 @@ class IPPOConfig:
     normalize_advantage: bool = cfg_field(True, "bool", "standardise advantages per minibatch")
     hidden: tuple = cfg_field((64, 64), "hidden", "hidden layer widths (actor and critic)")
     activation: str = cfg_field("tanh", "activation", "hidden activation")
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):  # _check_value refuses non-finite floats itself
-            object.__setattr__(self, f.name, _check_value(f.name, f.metadata["check"],
-                                                          getattr(self, f.name)))
-        self._check_consistency()
-
-    def _check_consistency(self) -> None:
-        pass
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["hidden"] = list(self.hidden)
-        return d
 
 
 @dataclasses.dataclass(frozen=True)

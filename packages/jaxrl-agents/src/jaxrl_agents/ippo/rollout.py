@@ -4,7 +4,7 @@ The runner keeps the environment, the current observations and the running episo
 rollouts, so an episode that straddles a rollout boundary continues in the next rollout (its
 completed cost counts once, when it ends). Every transition stores the *true* next observation the
 environment returned (also the last observation of a finished episode), with separate terminated
-and done flags, which is what gae.gae_next_values needs.
+and done flags, which is what common.gae.gae_next_values needs.
 
 Actions are chosen for all agents sharing a network definition in one compiled call (a vmap over
 their stacked, still independent, parameters).
@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .marl_spaces import AgentSpaces, split_mask_obs
+from .spaces import AgentSpaces, split_mask_obs
 
 __all__ = ["ActionRewriteError", "AgentGroup", "ParallelRunner", "check_parallel_env",
-           "group_agents"]
+           "group_agents", "stack_params", "unstack_params"]
 
 
 class ActionRewriteError(RuntimeError):

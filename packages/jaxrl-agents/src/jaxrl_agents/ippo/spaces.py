@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from .networks import ActorCritic
-from .policy import Policy
+from ..common.networks import ActorCritic
+from ..common.policy import Policy
 
 __all__ = ["AgentSpaces", "MARLPolicy", "split_mask_obs", "space_to_json", "space_from_json"]
 

@@ -1,15 +1,15 @@
 """IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv (or, compiled, on a
-functional multi-agent core; see marl_compiled.py).
+functional multi-agent core; see compiled.py).
 
 Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
 same network definition are *computed* together (their parameters stacked and the update vmapped),
 which changes nothing mathematically. One training cycle = collect a rollout of `n_steps`
-environment steps, then update every agent on its own transitions (ippo_update.make_agent_update).
+environment steps, then update every agent on its own transitions (update.make_agent_update).
 
 Budget: ``train(env, timesteps)`` takes `timesteps` environment steps (each gives one transition per
 agent). The last rollout is shortened to end exactly at the budget, and the learning-rate annealing
 divides by the exact number of optimiser applications of the whole run, including that short
-rollout and any reduced minibatch count (ippo_update.optimizer_applications).
+rollout and any reduced minibatch count (update.optimizer_applications).
 """
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .ippo_config import IPPOConfig, validate_ippo_config
-from .ippo_update import (init_group_state, make_agent_update, optimizer_applications, steps_per_update)
-from .marl_rollout import ParallelRunner, check_parallel_env, group_agents, unstack_params
-from .marl_spaces import AgentSpaces, MARLPolicy
+from .compiled import train_compiled
+from .config import IPPOConfig, validate_ippo_config
+from .rollout import ParallelRunner, check_parallel_env, group_agents, unstack_params
+from .spaces import AgentSpaces, MARLPolicy
+from .update import init_group_state, make_agent_update, optimizer_applications, steps_per_update
 
-__all__ = ["IPPO", "TrainResult", "check_budget", "is_functional_marl_env"]
+__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "is_functional_marl_env"]
 
 
 @dataclasses.dataclass
-class TrainResult:
+class IPPOResult:
     """What `IPPO.train` / `IPPO_Lagrangian.train` return.
 
     Attributes:
@@ -49,6 +50,11 @@ class TrainResult:
     history: list
     timesteps: int
     lagrange_multipliers: dict = dataclasses.field(default_factory=dict)
+
+
+# The name seed 004's API gave it (``TrainResult.policies``); the PPO/TRPO trainer's result is
+# run.trainer.TrainResult, the one exported by the package.
+TrainResult = IPPOResult
 
 
 def check_budget(timesteps) -> int:
@@ -110,7 +116,7 @@ class IPPO:
 
     # ------------------------------------------------------------------------------- training
     def train(self, env, timesteps: int, *,
-              progress_callback: Callable[[int, int], Any] | None = None) -> TrainResult:
+              progress_callback: Callable[[int, int], Any] | None = None) -> IPPOResult:
         """Train every agent for `timesteps` environment steps.
 
         Args:
@@ -123,7 +129,7 @@ class IPPO:
                 per rollout/update cycle.
 
         Returns:
-            `TrainResult`.
+            `IPPOResult`.
         """
         timesteps = check_budget(timesteps)
         if progress_callback is not None and not callable(progress_callback):
@@ -132,10 +138,9 @@ class IPPO:
         cfg = self.cfg
         core = getattr(env, "core", None) if cfg.n_envs > 1 else None
         if is_functional_marl_env(env) or is_functional_marl_env(core):
-            from .marl_compiled import train_compiled
-
-            return train_compiled(self, env if core is None else core, timesteps,
-                                  progress_callback)
+            out = train_compiled(cfg, self.seed, self.lagrangian, env if core is None else core,
+                                 timesteps, progress_callback)
+            return self._result(*out)
         agents = check_parallel_env(env)
         if cfg.n_envs != 1:
             raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
@@ -190,11 +195,11 @@ class IPPO:
                 params[a] = jax.device_get(pa)
         return self._result(params, spaces_, history, timesteps, lam, agents)
 
-    def _result(self, params, spaces_, history, timesteps, lam, agents) -> TrainResult:
+    def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
         policies = {}
         for a in agents:
             meta = {"algo": self.algo_name, "agent": str(a), "seed": self.seed, "step": timesteps}
             pol_params = {"actor": params[a]["actor"], "critic": params[a]["critic"]}
             policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
         lams = {} if lam is None else {a: float(lam[i]) for i, a in enumerate(agents)}
-        return TrainResult(policies, params, history, timesteps, lams)
+        return IPPOResult(policies, params, history, timesteps, lams)

@@ -4,13 +4,13 @@ compiled trainers (and vmapped over agents that share a network definition).
 The update takes a rollout of one agent with leading axes (T, N) (time, environments), evaluates
 V(obs_t) and V(next_obs_t) with the critic that collected it (parameters are unchanged between
 collection and update, so these are the collection-time values), runs GAE with separate terminated
-and done flags (gae.gae_next_values), and applies `n_epochs` passes of PPO minibatch steps with the
-shared clipped-surrogate loss (ppo.ppo_loss).
+and done flags (common.gae.gae_next_values), and applies `n_epochs` passes of PPO minibatch steps with the
+shared clipped-surrogate loss (common.losses.ppo_loss).
 
 IPPO-Lagrangian adds a cost critic (same MLP definition, its own parameters ``params["cost_critic"]``)
 trained on cost lambda-returns, and replaces the policy advantage by
 (A_r - lambda A_c) / (1 + lambda), with A_r standardised over the whole rollout and A_c
-mean-centred; the multiplier is updated beforehand by `dual_update`.
+mean-centred (losses.py); the multiplier is updated beforehand by `losses.dual_update`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .gae import gae_next_values
-from .ippo_config import IPPOConfig, IPPOLagrangianConfig
-from .optim import apply_adam, make_adam
-from .marl_rollout import stack_params
-from .ppo import ppo_loss
+from ..common.gae import gae_next_values
+from ..common.losses import ppo_loss, value_loss
+from ..common.minibatch import minibatch_epochs
+from ..common.optimizer import apply_adam, linear_lr, make_optimizer
+from ..common.rollout import flatten_time_env
+from .config import IPPOConfig
+from .losses import lagrangian_advantage
+from .rollout import stack_params
 
-__all__ = ["dual_update", "init_agent_params", "lagrangian_advantage", "make_agent_update",
-           "make_optimizer", "minibatch_count", "optimizer_applications", "steps_per_update"]
+__all__ = ["init_agent_params", "init_group_state", "make_agent_update", "minibatch_count",
+           "optimizer_applications", "steps_per_update"]
 
 
 def minibatch_count(batch_size: int, requested: int) -> int:
@@ -43,11 +46,6 @@ def optimizer_applications(rollout_sizes, n_epochs: int, n_minibatches: int) -> 
     """Exact number of optimiser steps of a run whose rollouts have the given transition counts
     (the denominator of the learning-rate annealing)."""
     return sum(n_epochs * minibatch_count(int(n), n_minibatches) for n in rollout_sizes)
-
-
-def make_optimizer(cfg: IPPOConfig):
-    """Global-norm clipping + Adam (learning rate applied per step by the update)."""
-    return make_adam(cfg.adam_eps, cfg.max_grad_norm)
 
 
 def init_agent_params(model, key: jax.Array, lagrangian: bool) -> dict:
@@ -68,58 +66,11 @@ def init_group_state(agent_spaces, agents, groups, key: jax.Array, cfg: IPPOConf
     Returns:
         (group_params, group_opt): lists aligned with ``groups``.
     """
-    tx = make_optimizer(cfg)
+    tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
     params = {a: init_agent_params(agent_spaces[a].model, jax.random.fold_in(key, i), lagrangian)
               for i, a in enumerate(agents)}
     group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
     return group_params, [jax.vmap(tx.init)(p) for p in group_params]
-
-
-def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,
-                cfg: IPPOLagrangianConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Projected dual ascent on one multiplier per agent, only where an episode completed.
-
-    Args:
-        lam: (A,) current multipliers.
-        episode_cost_sum: (A,) sum over the episodes completed in this rollout of their undiscounted
-            episodic cost.
-        completed: (A,) number of episodes completed in this rollout.
-        cfg: IPPO-Lagrangian config (cost_limit, lagrangian_lr, lambda_min, lambda_max).
-
-    Returns:
-        (new lambda (A,), cost_return_budget (A,) = mean completed episodic cost (NaN if none),
-        constraint_violation (A,) = cost_return_budget - cost_limit (NaN if none)).
-    """
-    completed = jnp.asarray(completed)
-    applied = completed > 0
-    budget = jnp.where(applied, episode_cost_sum / jnp.maximum(completed, 1), jnp.nan)
-    violation = budget - cfg.cost_limit
-    stepped = jnp.clip(lam + cfg.lagrangian_lr * jnp.where(applied, violation, 0.0),
-                       cfg.lambda_min, cfg.lambda_max)
-    return jnp.where(applied, stepped, lam).astype(jnp.float32), budget, violation
-
-
-def lagrangian_advantage(adv_r: jax.Array, adv_c: jax.Array, lam: jax.Array,
-                         center_cost: bool = True) -> jax.Array:
-    """Policy advantage of IPPO-Lagrangian: (A_r' - lambda A_c') / (1 + lambda).
-
-    A_r' is A_r standardised over the whole rollout, (A_r - mean) / (std + 1e-8); A_c' is A_c
-    mean-centred (or unchanged with ``center_cost=False``). Dividing by 1 + lambda keeps the
-    advantage scale bounded as lambda grows, so the PPO clip range keeps its meaning.
-
-    Args:
-        adv_r, adv_c: reward and cost advantages, same shape (any).
-        lam: () multiplier (>= 0).
-        center_cost: subtract the mean of A_c.
-    """
-    adv_r = (adv_r - adv_r.mean()) / (adv_r.std() + 1e-8)
-    if center_cost:
-        adv_c = adv_c - adv_c.mean()
-    return (adv_r - lam * adv_c) / (1.0 + lam)
-
-
-def _flatten_tn(x):
-    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
 
 def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
@@ -140,7 +91,8 @@ def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
     (last step), and for IPPO-Lagrangian cost_v_loss and discounted_cost_return (mean cost
     lambda-return, the cost critic's target).
     """
-    tx = make_optimizer(cfg)
+    # Global-norm clipping + Adam, as PPO (learning rate applied per step below).
+    tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
 
     def update(params, opt_state, batch, lam, key, step0, total_steps):
         t, n = batch["reward"].shape[:2]
@@ -164,7 +116,7 @@ def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
             data["ret_c"] = ret_c
             extra["discounted_cost_return"] = ret_c.mean()
         data["adv"] = adv
-        data = jax.tree_util.tree_map(_flatten_tn, data)
+        data = jax.tree_util.tree_map(flatten_time_env, data)
         # IPPO-Lagrangian standardises A_r over the whole rollout before mixing in the cost; a
         # second per-minibatch normalisation would undo the lambda weighting.
         per_mb_norm = cfg.normalize_advantage and not lagrangian
@@ -173,32 +125,22 @@ def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
             loss, stats = ppo_loss(model, p, mb, cfg.clip_eps, cfg.vf_coef, cfg.ent_coef,
                                    per_mb_norm)
             if lagrangian:
-                c_loss = ((mb["ret_c"] - value(p["cost_critic"], mb["obs"])) ** 2).mean()
+                c_loss = value_loss(model, p["cost_critic"], mb["obs"], mb["ret_c"])
                 loss = loss + cfg.vf_coef * c_loss
                 stats = {**stats, "cost_v_loss": c_loss}
             return loss, stats
 
-        def epoch(carry, xs):
-            k, e = xs
-            perm = jax.random.permutation(k, size)
-            mbs = jax.tree_util.tree_map(
-                lambda x: x[perm].reshape((n_mb, mb_size) + x.shape[1:]), data)
+        def minibatch(carry, mb, e, m):
+            p, o = carry
+            step = step0 + e * n_mb + m
+            frac = jnp.asarray(step, jnp.float32) / jnp.asarray(total_steps, jnp.float32)
+            lr = linear_lr(cfg.lr, frac) if cfg.anneal_lr else jnp.float32(cfg.lr)
+            (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, mb)
+            p, o = apply_adam(tx, grads, o, p, lr)
+            return (p, o), {**stats, "lr": lr}
 
-            def minibatch(carry, xs):
-                p, o = carry
-                mb, m = xs
-                step = step0 + e * n_mb + m
-                frac = jnp.asarray(step, jnp.float32) / jnp.asarray(total_steps, jnp.float32)
-                lr = jnp.float32(cfg.lr) * (1.0 - frac) if cfg.anneal_lr else jnp.float32(cfg.lr)
-                (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, mb)
-                p, o = apply_adam(tx, grads, o, p, lr)
-                return (p, o), {**stats, "lr": lr}
-
-            return jax.lax.scan(minibatch, carry, (mbs, jnp.arange(n_mb)))
-
-        (params, opt_state), stats = jax.lax.scan(
-            epoch, (params, opt_state),
-            (jax.random.split(key, cfg.n_epochs), jnp.arange(cfg.n_epochs)))
+        (params, opt_state), stats = minibatch_epochs(minibatch, (params, opt_state), data, key,
+                                                      cfg.n_epochs, n_mb)
         lr_last = stats.pop("lr")[-1, -1]
         stats = {k: v.mean() for k, v in stats.items()}
         stats["lr"] = lr_last

@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from . import ppo, trpo
-from .config import AlgoConfig
-from .evaluation import evaluate_episode
-from .networks import ActorCritic
+from .. import ppo, trpo
+from ..common.config import AlgoConfig
+from ..common.evaluation import evaluate_episode
+from ..common.networks import ActorCritic
 
 __all__ = ["ALGORITHMS", "get_algorithm", "make_config", "Compiled", "compile_algorithm",
            "model_for", "FINITE_STAT", "all_finite"]

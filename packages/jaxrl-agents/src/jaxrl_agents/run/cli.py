@@ -24,9 +24,9 @@ import argparse
 import dataclasses
 import sys
 
+from ..common.config import ConfigHelpFormatter, add_config_flags
+from ..common.envs import DEFAULT_ENV, parse_env_options
 from .algorithms import ALGORITHMS, get_algorithm
-from .config import ConfigHelpFormatter, add_config_flags
-from .envs import DEFAULT_ENV, parse_env_options
 from .fileio import describe_os_error
 
 __all__ = ["main", "build_parser"]
@@ -65,7 +65,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
     fields = p.add_argument_group(f"{algo} config ({cfg_cls.__name__})")
-    from .networks import ACTIVATIONS
+    from ..common.networks import ACTIVATIONS
 
     add_config_flags(fields, cfg_cls, skip=("total_steps",), activation_choices=sorted(ACTIVATIONS))
     return p

@@ -23,9 +23,9 @@ import os
 import re
 import sys
 
-from .config import ConfigHelpFormatter, add_config_flags
-from .envs import load_env, parse_env_options
-from .ippo_config import IPPOConfig, IPPOLagrangianConfig
+from ..common.config import ConfigHelpFormatter, add_config_flags
+from ..common.envs import load_env, parse_env_options
+from ..ippo.config import IPPOConfig, IPPOLagrangianConfig
 
 __all__ = ["main", "build_parser", "MilestoneBar", "DEFAULT_MARL_ENV"]
 
@@ -104,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     run then fails, its directory (holding only config.json) is removed again.
     """
     from .fileio import atomic_write_json, describe_os_error, lock_directory
-    from .ippo import IPPO, check_budget
-    from .ippo_lagrangian import IPPO_Lagrangian
-    from .trainer import _make_run_dirs, _remove_new_run_dirs
+    from ..ippo import IPPO, IPPO_Lagrangian, check_budget
+    from .run_files import make_run_dirs, remove_new_run_dirs
 
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         timesteps = check_budget(args.timesteps)
         options = parse_env_options(args.env_option)
         env = load_env(args.env, options, check=False)
-        (run_dir,) = _make_run_dirs(args.out, algo, (args.seed,), args.tag)
+        (run_dir,) = make_run_dirs(args.out, algo, (args.seed,), args.tag)
         finished = False
         with lock_directory(run_dir):
             try:
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 finished = True
             finally:
                 if not finished:  # nothing but config.json was written: leave no orphan
-                    _remove_new_run_dirs([run_dir])
+                    remove_new_run_dirs([run_dir])
             atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
             for agent, policy in result.policies.items():
                 policy.save(os.path.join(run_dir, "policies", _safe_name(agent)))

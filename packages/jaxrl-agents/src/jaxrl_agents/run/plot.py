@@ -16,9 +16,9 @@ import sys
 
 import numpy as np
 
-from .evaluation import eval_summary
+from ..common.evaluation import eval_summary
 from .fileio import describe_os_error, load_npz
-from .trainer import EVALS_NPZ
+from .run_files import EVALS_NPZ
 
 __all__ = ["plot_run", "main"]
 

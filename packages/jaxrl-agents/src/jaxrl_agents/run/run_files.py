@@ -1,4 +1,5 @@
-"""The files of a run directory: names, the progress table, and the checks a resume makes first.
+"""Run directories and their files: creating the directories, file names, the progress table, and
+the checks a resume makes first.
 
 A resume trusts nothing it reads: before anything is compiled it checks that ``config.json`` is a
 run configuration, that the checkpoint is readable, and that ``progress.csv`` and ``evals.npz`` hold
@@ -10,18 +11,22 @@ or JSON traceback reaches the user.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import datetime
 import io
 import json
 import os
+import shutil
 from typing import Any
 
 import numpy as np
 
-from .fileio import atomic_write, load_npz
+from .fileio import LOCK_FILE, atomic_write, load_npz
 
-__all__ = ["RUN_CONFIG", "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "write_progress",
-           "read_progress", "read_run_config", "check_history"]
+__all__ = ["RUN_CONFIG", "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "check_out", "timestamp",
+           "make_run_dirs", "remove_new_run_dirs", "write_progress", "read_progress",
+           "read_run_config", "check_history"]
 
 RUN_CONFIG = "config.json"
 PROGRESS_CSV = "progress.csv"
@@ -31,6 +36,62 @@ CHECKPOINT = "checkpoint.npz"
 # config.json keys a resume needs, with the JSON types they must have.
 _RUN_KEYS = {"algo": str, "algo_config": dict, "env_options": dict, "seed": int, "seeds": list,
              "group": list, "eval_every": int, "checkpoint_every": int}
+
+
+def check_out(out) -> str:
+    """`out` as a path of a directory (existing or not); ValueError if it is not a path or a file."""
+    if isinstance(out, bytes) or not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise ValueError(f"out: expected a directory path, got {out!r}")
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"out: expected a directory (the parent of the run directories), got "
+                         f"{out!r}, which is a file")
+    return out
+
+
+def timestamp() -> str:
+    """Local time as the run directory names carry it, YYYYmmdd-HHMMSS."""
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
+    """Create one new run directory per seed under `out` (never an existing one):
+    ``<out>/<algo>_<YYYYmmdd-HHMMSS>_s<seed>[_<tag>]``, for PPO/TRPO and IPPO runs alike.
+
+    Raises:
+        ValueError: a run directory of that name exists, or `out` is a file.
+        OSError: `out` cannot be written (read-only, full disk); no directory is left behind.
+    """
+    out = check_out(out)
+    stamp = timestamp()
+    names = [f"{algo}_{stamp}_s{s}" + (f"_{tag}" if tag else "") for s in seeds]
+    dirs = [os.path.join(out, n) for n in names]
+    for d in dirs:
+        if os.path.exists(d):
+            raise ValueError(f"out: run directory {d!r} already exists; runs are never "
+                             f"overwritten: use another --tag or --out, or --resume it")
+    os.makedirs(out, exist_ok=True)
+    made = []
+    try:
+        for d in dirs:
+            os.makedirs(d, exist_ok=False)
+            made.append(d)
+    except BaseException:
+        remove_new_run_dirs(made)
+        raise
+    return dirs
+
+
+def remove_new_run_dirs(dirs: list[str]) -> None:
+    """Remove run directories this process just created, when the run could not start.
+
+    Only the files a starting run writes (config.json, the lock file) may be there; a directory
+    holding anything else is left alone, so nothing of a user's is ever deleted.
+    """
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            if set(os.listdir(d)) <= {RUN_CONFIG, LOCK_FILE}:
+                shutil.rmtree(d)
 
 
 def write_progress(path: str, rows: list[dict[str, str]]) -> None:

@@ -44,7 +44,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -54,16 +53,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..common.config import AlgoConfig
+from ..common.envs import DEFAULT_ENV, check_env, load_env
+from ..common.evaluation import eval_summary, format_eval_line
+from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .algorithms import FINITE_STAT, compile_algorithm, make_config, model_for
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from .config import AlgoConfig
-from .envs import DEFAULT_ENV, check_env, load_env
-from .evaluation import eval_summary, format_eval_line
-from .fileio import LOCK_FILE, atomic_savez, atomic_write_json, lock_directory
-from .policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
+from .fileio import atomic_savez, atomic_write_json, lock_directory
 from .progress import ProgressReporter
 from .run_files import (CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, check_history,
-                        read_run_config, write_progress)
+                        check_out, make_run_dirs, read_run_config, remove_new_run_dirs,
+                        write_progress)
 
 __all__ = ["train", "resume", "TrainResult", "NonFiniteError", "RUN_CONFIG", "PROGRESS_CSV",
            "EVALS_NPZ", "CHECKPOINT"]
@@ -140,16 +140,6 @@ def _check_tag(tag: str) -> str:
     return tag
 
 
-def _check_out(out) -> str:
-    if isinstance(out, bytes) or not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
-        raise ValueError(f"out: expected a directory path, got {out!r}")
-    out = os.fspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"out: expected a directory (the parent of the run directories), got "
-                         f"{out!r}, which is a file")
-    return out
-
-
 def _check_env_options(options) -> dict:
     if options is None:
         return {}
@@ -200,49 +190,6 @@ def _env_description(env) -> Any:
         except (TypeError, ValueError):
             pass
     return repr(env)
-
-
-def _timestamp() -> str:
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def _make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
-    """Create one new run directory per seed under `out` (never an existing one).
-
-    Raises:
-        ValueError: a run directory of that name exists, or `out` is a file.
-        OSError: `out` cannot be written (read-only, full disk); no directory is left behind.
-    """
-    out = _check_out(out)
-    stamp = _timestamp()
-    names = [f"{algo}_{stamp}_s{s}" + (f"_{tag}" if tag else "") for s in seeds]
-    dirs = [os.path.join(out, n) for n in names]
-    for d in dirs:
-        if os.path.exists(d):
-            raise ValueError(f"out: run directory {d!r} already exists; runs are never "
-                             f"overwritten: use another --tag or --out, or --resume it")
-    os.makedirs(out, exist_ok=True)
-    made = []
-    try:
-        for d in dirs:
-            os.makedirs(d, exist_ok=False)
-            made.append(d)
-    except BaseException:
-        _remove_new_run_dirs(made)
-        raise
-    return dirs
-
-
-def _remove_new_run_dirs(dirs: list[str]) -> None:
-    """Remove run directories this process just created, when the run could not start.
-
-    Only the files a starting run writes (config.json, the lock file) may be there; a directory
-    holding anything else is left alone, so nothing of a user's is ever deleted.
-    """
-    for d in dirs:
-        with contextlib.suppress(OSError):
-            if set(os.listdir(d)) <= {RUN_CONFIG, LOCK_FILE}:
-                shutil.rmtree(d)
 
 
 # --------------------------------------------------------------------------- per-seed records
@@ -445,7 +392,7 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
     eval_every = _check_pos_int("eval_every", eval_every)
     checkpoint_every = _check_pos_int("checkpoint_every", checkpoint_every)
     tag = _check_tag(tag)
-    out = _check_out(out)
+    out = check_out(out)
     env_options = _check_env_options(env_options)
     progress = _check_progress(progress)
     argv = _check_argv(argv)
@@ -457,7 +404,7 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             check_env(env)
             env_spec, env_obj = None, env
         model = model_for(env_obj, cfg)
-        run_dirs = _make_run_dirs(out, algo, seeds, tag)
+        run_dirs = make_run_dirs(out, algo, seeds, tag)
         with contextlib.ExitStack() as locks:
             try:
                 for d in run_dirs:
@@ -470,7 +417,7 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             except BaseException:
                 # The run never started: leave no directory holding only its config.json.
                 locks.close()
-                _remove_new_run_dirs(run_dirs)
+                remove_new_run_dirs(run_dirs)
                 raise
             return run.loop(state, 0, 0.0, stop_after)
 

@@ -1,0 +1,19 @@
+"""IPPO and IPPO-Lagrangian: independent PPO learners, one per agent, on a PettingZoo ParallelEnv
+(stepped from Python) or on a functional multi-agent core (compiled with the update).
+
+Files: `config.py` (IPPOConfig, IPPOLagrangianConfig, validate_ippo_config), `spaces.py` (agent
+spaces and `MARLPolicy`), `rollout.py` (the ParallelEnv runner, agent groups), `losses.py` (dual
+ascent and the Lagrangian advantage), `update.py` (the one-agent update both trainers use),
+`compiled.py` (the compiled trainer), `train.py` (`IPPO`, the Python-stepped trainer and its
+result), `lagrangian.py` (`IPPO_Lagrangian`).
+"""
+
+from .config import IPPOConfig, IPPOLagrangianConfig, validate_ippo_config
+from .lagrangian import IPPO_Lagrangian
+from .rollout import ActionRewriteError
+from .spaces import MARLPolicy
+from .train import IPPO, IPPOResult, TrainResult, check_budget
+
+__all__ = ["IPPO", "IPPO_Lagrangian", "IPPOConfig", "IPPOLagrangianConfig", "IPPOResult",
+           "TrainResult", "MARLPolicy", "ActionRewriteError", "check_budget",
+           "validate_ippo_config"]

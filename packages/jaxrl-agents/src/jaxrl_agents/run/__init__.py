@@ -1,0 +1,28 @@
+"""Running training: the trainer (`train`, `resume`), run directories and their files, checkpoints,
+progress display, the ``jaxrl-train`` CLI (PPO/TRPO in cli.py, IPPO in ippo_cli.py) and
+``jaxrl-plot``.
+
+Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`,
+`run_files.py` (run directories, file names, progress table, resume checks), `fileio.py` (atomic
+writes, locks, npz reading), `checkpoint.py`, `progress.py`, `cli.py`, `ippo_cli.py`, `plot.py`.
+
+The names below load on first use (PEP 562): `common.policy` writes through `run.fileio`, and
+``jaxrl-train --help`` should not import the trainer.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "train": "trainer", "resume": "trainer", "TrainResult": "trainer",
+    "NonFiniteError": "trainer",
+    "compile_algorithm": "algorithms", "make_config": "algorithms", "ALGORITHMS": "algorithms",
+    "DirectoryLockedError": "fileio", "lock_directory": "fileio", "atomic_write": "fileio",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
