@@ -39,8 +39,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import environment, spaces
+try:
+    from flax import struct
+    from gymnax.environments import environment, spaces
+except ImportError as error:  # the optional extra is not installed
+    raise ImportError(
+        f"quantgate_env.gymnax needs gymnax ({error}); install the extra: pip install \"quantgate-env[gymnax]\""
+    ) from error
 
 from . import env as _env
 from . import marl as _marl

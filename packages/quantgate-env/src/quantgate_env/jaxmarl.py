@@ -40,9 +40,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
-from jaxmarl.environments import spaces
-from jaxmarl.environments.multi_agent_env import MultiAgentEnv, State
+try:
+    from flax import struct
+    from jaxmarl.environments import spaces
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv, State
+except ImportError as error:  # the optional extra is not installed
+    raise ImportError(
+        f"quantgate_env.jaxmarl needs jaxmarl ({error}); install the extra: pip install \"quantgate-env[jaxmarl]\""
+    ) from error
 
 from . import marl as _marl
 from ._jax_stacks import check_action_dict, episode_reset, select_where
