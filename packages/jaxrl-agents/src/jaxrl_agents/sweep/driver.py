@@ -1,0 +1,203 @@
+"""The sweep driver: the sweep directory, Ray, and Ray Tune's ``Tuner`` (start or restore).
+
+Layout of a sweep directory ``<out>/<name>/``::
+
+    sweep.json       the validated SPEC; a rerun must bring the same SPEC (then it resumes)
+    spec.toml        the SPEC file as given
+    runs/<trial_id>/ the trial's run directories (normal jaxrl-train runs), trial_log.jsonl,
+                     replaced/ (run directories a PBT exploit replaced)
+    tune/            Ray Tune's experiment state, per-trial results and PBT checkpoints
+    summary.csv      the ranked trials
+    .jax_cache/      JAX's persistent compilation cache, shared by the trials
+
+Resume: rerunning the same command finds ``tune/`` and calls ``Tuner.restore``: finished trials
+stay finished, unfinished ones start again and their trial function resumes the run directories
+from the trainer's last checkpoint (or adopts their last PBT checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import warnings
+
+from . import jaxrl, resources, summary
+from .spec import SpecError, SweepSpec
+
+__all__ = ["run_sweep", "prepare_sweep_dir", "check_address", "SWEEP_JSON", "TUNE_DIR"]
+
+SWEEP_JSON = "sweep.json"
+SPEC_COPY = "spec.toml"
+TUNE_DIR = "tune"
+JAX_CACHE = ".jax_cache"
+_ADDRESS = re.compile(r"^(auto|ray://[\w.\-]+:\d+|[\w.\-]+:\d+)$")
+
+
+def check_address(address: str | None) -> str | None:
+    """None (start a local Ray), ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``."""
+    if address is not None and not _ADDRESS.match(address):
+        raise SpecError(f"--address: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got "
+                        f"{address!r}")
+    return address
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool]:
+    """Create the sweep directory, or check that an existing one holds this same SPEC.
+
+    Returns:
+        (sweep_dir, existed).
+
+    Raises:
+        SpecError: the directory exists with another SPEC, or is not a sweep directory; it is
+            never overwritten.
+    """
+    d = spec.sweep_dir
+    stored = os.path.join(d, SWEEP_JSON)
+    new = json.loads(json.dumps(spec.to_json()))
+    if os.path.isfile(stored):
+        with open(stored, encoding="utf-8") as f:
+            old = json.load(f)
+        if old != new:
+            a, b = _flat(old), _flat(new)
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            raise SpecError(f"name: the sweep directory {d} holds a sweep with another SPEC "
+                            f"(differs in {diff[:6]}); rerun with its SPEC to resume it, or "
+                            f"choose another name or --out (sweeps are never overwritten)")
+        return d, True
+    if os.path.exists(d) and os.listdir(d):
+        raise SpecError(f"name: {d} exists and is not a jaxrl-sweep directory (no {SWEEP_JSON}); "
+                        f"choose another name or --out (it is never overwritten)")
+    os.makedirs(os.path.join(d, summary.RUNS_DIR), exist_ok=True)
+    fio = jaxrl.fileio()
+    if spec_path is not None:
+        with open(spec_path, "rb") as f:
+            fio.atomic_write(os.path.join(d, SPEC_COPY), f.read())
+    fio.atomic_write_json(stored, new)  # last: its presence marks a complete sweep directory
+    return d, False
+
+
+def _init_ray(spec: SweepSpec, address: str | None, sweep_dir: str) -> None:
+    import ray
+
+    env_vars = resources.worker_env(spec.cpus_per_trial, os.path.join(sweep_dir, JAX_CACHE))
+    # Workers import the env factory by name: let them see what the driver sees from its
+    # working directory (on a cluster, install the env's package on every node instead).
+    path = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env_vars["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    runtime_env = {"env_vars": env_vars}
+    with warnings.catch_warnings():
+        # JAX (imported to check the env options) warns on any fork; Ray forks only to exec
+        # its own processes.
+        warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+        if address is None:
+            ray.init(num_cpus=spec.num_cpus, include_dashboard=False, runtime_env=runtime_env,
+                     log_to_driver=False, logging_level=logging.ERROR)
+        else:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
+                     logging_level=logging.WARNING)
+
+
+def _trial_id(result) -> str | None:
+    tid = (result.metrics or {}).get("trial_id")
+    if tid:
+        return tid
+    m = re.search(r"_([0-9a-f]{5}_\d{5})_", os.path.basename(str(result.path)))
+    return m.group(1) if m else None
+
+
+def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | None = None,
+              retry_errored: bool = False, progress: str | None = None,
+              print_table: bool = True) -> list[dict]:
+    """Run (or resume) a sweep and write its ranked summary.
+
+    Args:
+        spec: the validated SPEC.
+        spec_path: the SPEC file, copied into the sweep directory.
+        address: None starts a local Ray (and stops it at the end); ``auto``, ``HOST:PORT`` or
+            ``ray://HOST:PORT`` joins a running cluster.
+        retry_errored: on resume, also run again the trials that failed for good.
+        progress: "bar", "lines", "off", or None (bar on a terminal).
+        print_table: print the ranked table at the end.
+
+    Returns:
+        The summary rows, best first (as in summary.csv).
+    """
+    check_address(address)
+    sweep_dir, existed = prepare_sweep_dir(spec, spec_path)
+    # Ray's `uv run` hook would package the whole working directory into every worker's
+    # environment (gigabytes with run directories in it) and re-create the venv per worker: the
+    # workers already run this interpreter (local) or the cluster's install (remote).
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    # The classic reporter at verbose=0 is silent: SweepProgress prints the trial events.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    from ray import tune
+    import ray
+
+    from .progress import SweepProgress
+    from .space import make_scheduler, param_space
+    from .trial import run_trial
+
+    cfg = jaxrl.make_config(spec.train["algo"],
+                            dict(spec.train["config"], total_steps=spec.train["total_steps"]))
+    final_step = cfg.n_updates * cfg.rollout_size
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, sweep_dir=sweep_dir, spec_json=spec.to_json()),
+        {"cpu": spec.cpus_per_trial})
+    tune_path = os.path.join(sweep_dir, TUNE_DIR)
+    # A process that already runs Ray (a notebook, a test) keeps its connection as it is.
+    owns_ray = not ray.is_initialized()
+    if owns_ray:
+        _init_ray(spec, address, sweep_dir)
+    try:
+        if existed and tune.Tuner.can_restore(tune_path):
+            print(f"jaxrl-sweep: resuming {sweep_dir}", file=sys.stderr)
+            tuner = tune.Tuner.restore(tune_path, trainable, resume_unfinished=True,
+                                       resume_errored=retry_errored)
+        else:
+            from ray.tune.search.basic_variant import BasicVariantGenerator
+
+            tuner = tune.Tuner(
+                trainable, param_space=param_space(spec),
+                tune_config=tune.TuneConfig(
+                    metric=spec.metric_key, mode=spec.mode, scheduler=make_scheduler(spec),
+                    num_samples=spec.num_samples, reuse_actors=False,
+                    max_concurrent_trials=spec.max_concurrent or None,
+                    search_alg=BasicVariantGenerator(random_state=spec.random_seed)),
+                run_config=tune.RunConfig(
+                    name=TUNE_DIR, storage_path=sweep_dir, verbose=0,
+                    failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                    callbacks=[SweepProgress(final_step, spec.n_trials(), spec.metric_key,
+                                             progress)]))
+        grid = tuner.fit()
+        trials = []
+        for result in grid:
+            tid = _trial_id(result)
+            if tid is None:
+                continue
+            trials.append({"trial_id": tid, "config": result.config or {},
+                           "error": str(result.error) if result.error else "",
+                           "terminated": result.error is None,
+                           "non_finite": bool((result.metrics or {}).get("non_finite"))})
+    finally:
+        if owns_ray:
+            ray.shutdown()
+    rows = summary.collect(spec, trials)
+    path = summary.write_summary(sweep_dir, rows)
+    if print_table:
+        print(summary.format_table(rows, spec.metric_key))
+        print(f"summary: {path}")
+    return rows

@@ -1,0 +1,87 @@
+"""CPUs per trial: what Ray reserves, and the threads a trial's JAX and BLAS may start.
+
+Ray counts CPUs but does not stop a process from using more: JAX's CPU backend sizes its thread
+pool from the process's CPU affinity mask, and BLAS/OpenMP from their ``*_NUM_THREADS`` variables.
+So each trial
+
+- gets ``OMP_NUM_THREADS`` (and the OpenBLAS, MKL, BLIS, numexpr equivalents) = cpus_per_trial,
+  through the job's runtime environment (`worker_env`), and
+- pins itself, before JAX creates its backend, to a *slot* of cpus_per_trial cores of the ones it
+  may use (`pin_to_slot`). Slots are claimed with ``flock`` on small files in the temp directory,
+  so trials on one node take disjoint cores; the kernel drops the lock when the worker dies.
+
+With Ray's CPU count of a node at most its cores, a free slot always exists; if none does (a node
+that advertises more CPUs than it has), the trial runs unpinned and says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import tempfile
+
+__all__ = ["worker_env", "pin_to_slot", "THREAD_VARIABLES"]
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+_held_slot: int | None = None  # the open lock file of this process's slot (kept for its life)
+
+
+def worker_env(cpus_per_trial: int, compile_cache: str | None) -> dict[str, str]:
+    """Environment variables for every trial worker of a sweep.
+
+    Args:
+        cpus_per_trial: threads each BLAS/OpenMP pool may start.
+        compile_cache: directory of JAX's persistent compilation cache (shared by the trials, so
+            a retried or restarted trial loads its programs instead of compiling them), or None.
+    """
+    env = {name: str(cpus_per_trial) for name in THREAD_VARIABLES}
+    if compile_cache:
+        env["JAX_COMPILATION_CACHE_DIR"] = compile_cache
+        # Cache every program: the trainer's update takes seconds to compile on a small CPU.
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    return env
+
+
+def _slot_dir(cores: list[int]) -> str:
+    # One namespace per user and per set of usable cores: two SLURM jobs on one node with
+    # different cpusets never compete for slots.
+    key = hashlib.sha1(",".join(map(str, cores)).encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"jaxrl-sweep-{os.getuid()}-{key}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def pin_to_slot(cpus: int) -> list[int] | None:
+    """Pin this process to `cpus` cores that no other trial on this node holds.
+
+    Call it before JAX runs anything in the process (the backend's pool is sized then).
+
+    Returns:
+        The cores pinned to, or None when no slot was free or affinity is not supported.
+    """
+    global _held_slot
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if _held_slot is not None or len(cores) <= cpus:
+        return cores if _held_slot is not None else None
+    directory = _slot_dir(cores)
+    for slot in range(len(cores) // cpus):
+        fd = os.open(os.path.join(directory, f"slot{slot}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                continue
+            raise
+        mine = cores[slot * cpus:(slot + 1) * cpus]
+        os.sched_setaffinity(0, mine)
+        _held_slot = fd  # held open: the flock lasts as long as this worker process
+        return mine
+    return None

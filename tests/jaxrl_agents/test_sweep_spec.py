@@ -1,0 +1,152 @@
+"""jaxrl-sweep SPEC validation: every bad SPEC is refused, naming the field, before Ray starts."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from jaxrl_agents.sweep import SpecError, load_spec, parse_spec
+from jaxrl_agents.sweep.driver import check_address, prepare_sweep_dir
+from jaxrl_agents.sweep.trial import trial_settings
+
+from .conftest import TOY_ENV
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def base(**top):
+    spec = {"name": "s", "out": "/tmp/unused",
+            "train": {"algo": "ppo", "env": TOY_ENV, "total_steps": 512, "eval_every": 128,
+                      "seeds": [0, 1],
+                      "config": {"n_envs": 4, "n_steps": 16, "n_epochs": 2, "n_minibatches": 2,
+                                 "hidden": [8]}},
+            "space": {"config": {"lr": {"values": [1e-3, 3e-3]}}}}
+    spec.update(top)
+    return spec
+
+
+def test_good_spec_normalises_and_counts_trials():
+    spec = parse_spec(base(space={"config": {"lr": {"values": [1e-3, 3e-3]}},
+                                  "env": {"horizon": {"values": [8, 16, 32]}},
+                                  "seeds": {"values": [[0, 1], [2, 3]]}}, num_samples=2))
+    assert spec.n_trials() == 2 * 3 * 2 * 2
+    assert spec.metric_key == "best_eval_JT_min" and spec.mode == "min"
+    assert spec.segment_updates() == 2  # eval_every 128 / (4 envs x 16 steps)
+    s = trial_settings(spec, {"config.lr": 3e-3, "env.horizon": 8, "seeds": [2, 3]})
+    assert s["config"]["lr"] == 3e-3 and s["config"]["n_envs"] == 4
+    assert s["env_options"] == {"horizon": 8} and s["seeds"] == [2, 3]
+    assert parse_spec(base(metric="eval_return")).mode == "max"
+    json.dumps(spec.to_json())  # travels to the trials and into sweep.json
+
+
+@pytest.mark.parametrize("change, field", [
+    # unknown fields, at every level
+    (dict(metrc="eval_JT_min"), "metrc: unknown field"),
+    (dict(train={"algo": "ppo", "env": TOY_ENV, "config": {"lr_typo": 1e-3}}),
+     "train.config.lr_typo: unknown field"),
+    (dict(space={"config": {"learning_rate": {"values": [1e-3]}}}),
+     "space.config.learning_rate: unknown field"),
+    (dict(space={"env": {"no_such_option": {"values": [1]}}}), "space.env.no_such_option"),
+    (dict(space={"config": {"lr": {"valuez": [1e-3]}}}), "space.config.lr.valuez: unknown field"),
+    (dict(scheduler={"type": "asha", "grace": 128}), "scheduler.grace: unknown field"),
+    # empty spaces
+    (dict(space={"config": {"lr": {"values": []}}}), "space.config.lr.values: expected a non-empty"),
+    (dict(space={}), "space: expected at least one entry"),
+    # bad ranges
+    (dict(method="random", space={"config": {"lr": {"loguniform": [1e-3, 1e-5]}}}),
+     "space.config.lr.loguniform: expected a range [low, high] with low < high"),
+    (dict(method="random", space={"config": {"lr": {"loguniform": [0.0, 1e-3]}}}),
+     "space.config.lr.loguniform: expected 0 < low"),
+    (dict(space={"config": {"clip_eps": {"values": [0.2, -0.1]}}}),
+     "space.config.clip_eps: expected a positive number"),
+    (dict(space={"config": {"lr": {"uniform": [1e-4, 1e-3]}}}),
+     "space.config.lr.uniform: a grid search takes lists of values only"),
+    (dict(scheduler={"type": "asha", "grace_period": 10**9}), "scheduler.grace_period"),
+    # wrong types
+    (dict(space={"config": {"n_envs": {"values": ["64"]}}}),
+     "space.config.n_envs: expected an integer, got '64' (str)"),
+    (dict(num_samples="2"), "num_samples: expected a positive integer, got '2' (str)"),
+    (dict(space={"config": {"lr": [1e-3]}}), "space.config.lr: expected a table with exactly one"),
+    (dict(space={"seeds": {"values": [[0, 1], [2, "3"]]}}), "space.seeds.values[1]"),
+    (dict(space={"env": {"horizon": {"values": ["long"]}}}), "space.env.horizon"),
+    # what the sweep sets itself, and PBT's limits
+    (dict(train={"algo": "ppo", "env": TOY_ENV, "out": "x"}), "train.out: set by jaxrl-sweep"),
+    (dict(num_samples=4, scheduler={"type": "pbt", "perturbation_interval": 128,
+                                    "mutations": {"config": {"n_epochs": {"values": [1, 2]}}}}),
+     "scheduler.mutations.config.n_epochs: PBT explores real-valued fields only"),
+    (dict(space={"seeds": {"values": [[0], [1]]}},
+          scheduler={"type": "pbt", "perturbation_interval": 128,
+                     "mutations": {"config": {"lr": {"loguniform": [1e-4, 1e-2]}}}}),
+     "space.seeds: a PBT population shares one seed list"),
+])
+def test_bad_spec_names_the_field(change, field):
+    with pytest.raises(SpecError) as e:
+        parse_spec(base(**change))
+    assert field in str(e.value)
+
+
+def test_bad_address_and_existing_directory(tmp_path):
+    for good in (None, "auto", "127.0.0.1:6379", "ray://127.0.0.1:10001"):
+        assert check_address(good) == good
+    with pytest.raises(SpecError, match="--address: expected"):
+        check_address("http://x")
+    spec = parse_spec(base(out=str(tmp_path)))
+    d, existed = prepare_sweep_dir(spec, None)
+    assert not existed and prepare_sweep_dir(spec, None) == (d, True)
+    other = parse_spec(base(out=str(tmp_path), num_samples=3))
+    with pytest.raises(SpecError, match=r"another SPEC \(differs in \['num_samples'\]\)"):
+        prepare_sweep_dir(other, None)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "mine.txt").write_text("not a sweep")
+    with pytest.raises(SpecError, match="not a jaxrl-sweep directory"):
+        prepare_sweep_dir(parse_spec(base(out=str(tmp_path), name="t")), None)
+    assert (tmp_path / "t" / "mine.txt").read_text() == "not a sweep"
+
+
+def test_cli_refuses_bad_specs_before_ray_starts(tmp_path):
+    """In a fresh interpreter: `import jaxrl_agents` does not import Ray, and a bad SPEC exits 2
+    with the field named and Ray never imported."""
+    (tmp_path / "bad.toml").write_text(textwrap.dedent(f"""
+        out = "{tmp_path}"
+        [train]
+        env = "{TOY_ENV}"
+        [space.config]
+        lr = {{values = [0.001, "fast"]}}
+    """))
+    (tmp_path / "good.toml").write_text(textwrap.dedent(f"""
+        out = "{tmp_path}"
+        [train]
+        env = "{TOY_ENV}"
+        [space.env]
+        horizon = {{values = [8, 16]}}
+    """))
+    code = textwrap.dedent(f"""
+        import sys
+        import jaxrl_agents
+        assert "ray" not in sys.modules, "import jaxrl_agents imported ray"
+        from jaxrl_agents.sweep.cli import main
+        rc = main([{str(tmp_path / 'bad.toml')!r}])
+        rc2 = main([{str(tmp_path / 'good.toml')!r}, "--dry-run"])
+        print("RESULT", rc, rc2, "ray" in sys.modules)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert "RESULT 2 0 False" in p.stdout, p.stdout + p.stderr
+    assert "space.config.lr: expected a real number (int or float), got 'fast' (str)" in p.stderr
+    assert "4 trial(s)" not in p.stdout and "2 trial(s)" in p.stdout
+    assert not (tmp_path / "good").exists()  # a dry run creates nothing
+
+
+def test_load_spec_reads_toml_and_names_syntax_errors(tmp_path):
+    f = tmp_path / "lr.toml"
+    f.write_text(f'[train]\nenv = "{TOY_ENV}"\n[space.config]\nlr = {{values = [1e-3]}}\n')
+    spec = load_spec(str(f), {"out": str(tmp_path)})
+    assert spec.name == "lr" and spec.out == str(tmp_path)
+    f.write_text("[train\n")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(str(f))
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec(str(tmp_path / "missing.toml"))
