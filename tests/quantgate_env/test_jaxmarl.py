@@ -171,3 +171,64 @@ def test_bad_input_is_a_clear_error_before_anything_runs():
         qj.make(pulse_lenght=30)
     with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
         qj.make(**SHORT).reset(jax.random.PRNGKey(0))
+
+
+@pytest.mark.slow
+def test_a_shared_parameter_policy_learns_on_the_jaxmarl_env():
+    """Learning, not just running: one Gaussian policy shared by the three lines (told apart by the
+    one-hot line id), trained by REINFORCE with a per-step batch baseline in a PureJaxRL-style loop
+    (collection and update in one jitted function), JaxMARL's LogWrapper reporting the returns.
+
+    Measured (150 updates of 32 ten-step episodes, ~30 s on 2 CPUs): the mean episode return goes
+    from -8.1 over the first 5 updates (std 0.5 exploration pays clip-mode excess) to 5.5 over
+    the last 5; the test asks for a rise of 5.
+    """
+    import optax
+
+    env = LogWrapper(qj.make(**SHORT, oob_mode="clip", line_id_in_obs=True))
+    n_envs, obs_dim = 32, 31
+
+    def mean_action(p, obs):
+        return jnp.tanh(obs @ p["w"] + p["b"])
+
+    def collect(p, key):
+        reset_key, run_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, n_envs))
+
+        def body(carry, k):
+            obs, state = carry
+            act_key, env_key = jax.random.split(k)
+            act = {a: mean_action(p, obs[a]) + jnp.exp(p["log_std"]) * jax.random.normal(jax.random.fold_in(act_key, i), (n_envs, 3))
+                   for i, a in enumerate(AGENTS)}
+            new_obs, state, rewards, dones, infos = jax.vmap(env.step)(jax.random.split(env_key, n_envs), state, act)
+            return (new_obs, state), (obs, act, rewards["coupler"], infos["returned_episode_returns"][:, 0])
+
+        return jax.lax.scan(body, (obs, state), jax.random.split(run_key, N_STEPS))[1]
+
+    def loss(p, obs, act, reward):
+        to_go = jnp.cumsum(reward[::-1], axis=0)[::-1]  # (steps, envs)
+        adv = (to_go - to_go.mean(axis=1, keepdims=True)) / (to_go.std(axis=1, keepdims=True) + 1e-8)
+        std = jnp.exp(p["log_std"])
+        logp = sum(jnp.sum(-0.5 * ((act[a] - mean_action(p, obs[a])) / std) ** 2 - p["log_std"], axis=-1) for a in AGENTS)
+        return -jnp.mean(adv * logp)
+
+    opt = optax.adam(3e-2)
+
+    @jax.jit
+    def update(p, opt_state, key):
+        obs, act, reward, returns = collect(p, key)
+        grads = jax.grad(loss)(p, obs, act, reward.astype(jnp.float32))
+        updates, opt_state = opt.update(grads, opt_state, p)
+        return optax.apply_updates(p, updates), opt_state, returns[-1].mean()  # each batch is one whole episode
+
+    p = {"w": jnp.zeros((obs_dim, 3), jnp.float32), "b": jnp.zeros(3, jnp.float32),
+         "log_std": jnp.full(3, np.log(0.5), jnp.float32)}
+    opt_state = opt.init(p)
+    returns = []
+    for i in range(150):
+        p, opt_state, ret = update(p, opt_state, jax.random.PRNGKey(i))
+        returns.append(float(ret))
+    first, last = np.mean(returns[:5]), np.mean(returns[-5:])
+    assert np.isfinite(returns).all()
+    assert last - first > 5.0, (first, last)
+    assert last > 3.0, (first, last)
