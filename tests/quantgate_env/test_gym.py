@@ -65,7 +65,7 @@ def test_reset_seed_is_deterministic_and_actions_are_clipped():
 @pytest.mark.parametrize("bad, match", [
     (np.array([np.nan, 0.0, 0.0]), "action: expected finite values"),
     (np.zeros(4), r"action: expected shape \(3,\), got \(4,\)"),
-    ("up", "action: expected a float array"),
+    ("up", "action: expected an array of real numbers"),
 ])
 def test_bad_actions_raise(bad, match):
     env = GateGymEnv()

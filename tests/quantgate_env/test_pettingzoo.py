@@ -131,7 +131,7 @@ def test_bad_actions_are_errors_naming_agent_and_field():
     _bad(env, dict(ok, q1=np.zeros(2)), r"actions\['q1'\]: expected shape \(3,\), got \(2,\)")
     _bad(env, dict(ok, coupler=np.array([0.0, 1.5, 0.0])), r"actions\['coupler'\]: expected finite values in \[-1, 1\]")
     _bad(env, dict(ok, q0=np.array([0.0, np.nan, 0.0])), r"actions\['q0'\]: expected finite values")
-    _bad(env, dict(ok, q0="left"), r"actions\['q0'\]: expected a float array")
+    _bad(env, dict(ok, q0="left"), r"actions\['q0'\]: expected an array of real numbers")
     with pytest.raises(ValueError, match="unknown agent 'q2'"):
         env.action_space("q2")
     with pytest.raises(ValueError, match="masks exist only"):

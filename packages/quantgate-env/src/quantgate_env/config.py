@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from .drift import DRIFT_RANGES
 from .metrics import OBJECTIVES
 from .validation import choice, finite_number
@@ -17,6 +19,10 @@ from .validation import choice, finite_number
 __all__ = ["EnvConfig", "OOB_MODES"]
 
 OOB_MODES = ("terminate", "clip")
+# Observations are float32 with every entry in [-obs_scale, obs_scale] (a unit-range feature times
+# obs_scale): obs_scale must be a normal float32, or the bounds of the observation Box overflow to
+# inf (above ~3.4e38) or every feature flushes towards 0 (below ~1.2e-38).
+_OBS_SCALE_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +42,8 @@ class EnvConfig:
         terminal_penalty: out-of-bounds reward in terminate mode, scaled by (1 - t_start/T) (-20).
         log_lim: reward offset -log10(1 - log_lim) per step (1e-2, the paper run; 0 allowed).
         rew_scale: multiplies -log10(J_T) and the offset (1).
-        obs_scale: multiplies the whole observation (0.9).
+        obs_scale: multiplies the whole observation (0.9); a normal float32, in [1.2e-38, 3.4e38],
+            so that the float32 observations and their Box stay finite.
         jt_floor: J_T floor inside the log (1e-12).
         objective: "pe" (J_T) or "sqrt_iswap" (1 - F with free virtual Z).
         oob_mode: "terminate" (reward replaced by the penalty, episode truncated) or "clip"
@@ -93,6 +100,12 @@ class EnvConfig:
             if name in non_negative and value < 0:
                 raise ValueError(f"{name}: expected a non-negative number, got {value!r}")
             object.__setattr__(self, name, value)
+        low, high = _OBS_SCALE_RANGE
+        if not low <= self.obs_scale <= high:
+            raise ValueError(
+                f"obs_scale: expected a number in [{low:.3g}, {high:.3g}] (observations are float32 in "
+                f"[-obs_scale, obs_scale]), got {self.obs_scale!r}"
+            )
         if self.concurrence_weight + self.unitarity_weight <= 0:
             raise ValueError("concurrence_weight, unitarity_weight: expected a positive sum, got 0")
         if not 0 <= self.log_lim < 1:

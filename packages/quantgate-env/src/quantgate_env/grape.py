@@ -40,8 +40,8 @@ from .device import DeviceParams, nominal_device, validate_device
 from .hamiltonian import sector_drift
 from .metrics import OBJECTIVES, state_metrics
 from .precision import x64_scope
-from .propagation import TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
-from .pulses import PLAN_MARGIN
+from .propagation import TaylorPlan, initial_sector_state, propagate_samples
+from .pulses import pulse_plan
 from .validation import choice, finite_array, positive_number
 
 __all__ = ["AMP_BOUND", "RefineResult", "refine_pulse"]
@@ -207,7 +207,7 @@ def refine_pulse(
     objective = choice("objective", objective, OBJECTIVES)
     device = validate_device(nominal_device() if params is None else params)
     # Every iterate has |u| <= AMP_BOUND, so one plan covers the whole optimisation.
-    plan = taylor_plan(PLAN_MARGIN * theta_bound(device, AMP_BOUND, dt))
+    plan = pulse_plan(amps, dt, [device], amp_bound=AMP_BOUND)
 
     limit = 1.0 - _EDGE_GAP
     theta0 = np.arctanh(np.clip(amps / AMP_BOUND, -limit, limit))

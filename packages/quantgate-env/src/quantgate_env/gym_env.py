@@ -17,16 +17,15 @@ from gymnasium.vector.utils import batch_space
 
 from .env import GateEnv, make
 from .precision import x64_scope
+from .validation import real_array
 
 __all__ = ["GateGymEnv", "GateVectorEnv"]
 
 
 def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
-    """Actions as float64 with the expected shape; NaN or a wrong shape raises ValueError."""
-    try:
-        array = np.asarray(action, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a float array of shape {shape}, got {type(action).__name__}") from None
+    """Actions as float64 with the expected shape; NaN, a wrong shape or entries that are not
+    real numbers (strings, bools, complex: never coerced) raise ValueError."""
+    array = real_array(name, action)
     if array.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {array.shape}")
     if not np.all(np.isfinite(array)):
@@ -138,7 +137,9 @@ class GateGymEnv(gymnasium.Env):
     """``gymnasium.make("quantgate_env:ZCQPEE-v0", **options)``: the paper's MDP by default.
 
     Observations: Box (obs_dim,) float32; actions: Box (K,) float32 in [-1, 1] (values outside
-    are clipped, as SB3 and v1 do; NaN or a wrong shape raise ValueError). ``info`` holds JT,
+    are clipped, as SB3 and v1 do; NaN, a wrong shape, strings, bools or complex numbers raise
+    ValueError). ``step`` after a terminated or truncated step raises RuntimeError until ``reset``
+    (the vectorised env auto-resets instead). ``info`` holds JT,
     concurrence, unitarity, tv_penalty, oob, t (ns) and amps (rad/ns). With fixed drift the
     device is drawn at the first reset and kept for the life of the instance.
     """
@@ -155,6 +156,7 @@ class GateGymEnv(gymnasium.Env):
         self._reset, self._reset_to, self._step = _compiled(self.core)
         self._key = None
         self._state = None
+        self._ended = False  # the episode terminated or truncated: step() needs a reset() first
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -165,16 +167,23 @@ class GateGymEnv(gymnasium.Env):
                 self._state, obs = self._reset_to(self._state.device)
             else:
                 self._key, self._state, obs = self._reset(self._key, self.params)
+        self._ended = False
         return np.asarray(obs), {}
 
     def step(self, action):
         if self._state is None:
             raise RuntimeError("step() called before reset()")
+        if self._ended:
+            # the core would play on past the pulse end (or beyond the bound) with rewards that
+            # mean nothing; Gymnasium leaves this undefined, so refuse it as the PettingZoo adapter does
+            raise RuntimeError("step() called after the episode ended (terminated or truncated); call reset() first")
         action = _check_action(action, self.action_space.shape)
         with x64_scope():
             self._key, self._state, packed = self._step(self._key, self._state, action, self.params)
             packed = np.asarray(packed)
-        return _unpack(self.core, packed)
+        obs, reward, terminated, truncated, info = _unpack(self.core, packed)
+        self._ended = terminated or truncated
+        return obs, reward, terminated, truncated, info
 
 
 class GateVectorEnv(gymnasium.vector.VectorEnv):

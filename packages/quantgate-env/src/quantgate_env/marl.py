@@ -230,7 +230,10 @@ class MultiGateEnv:
         if self.plan is None:
             cfg = self.config
             lines = [(*line_diagonals(a), cfg.bound(a)) for a in cfg.actuators]
-            object.__setattr__(self, "plan", plan_for(cfg.env, theta_bound_lines(nominal_device(), lines, cfg.env.dt)))
+            amplitude_options = {"a_scale": cfg.env.a_scale, "a_norm_max": cfg.env.a_norm_max}
+            amplitude_options.update({f"{a}_amp_bound": cfg.bound(a) for a in cfg.actuators if a != "coupler"})
+            theta = theta_bound_lines(nominal_device(), lines, cfg.env.dt)
+            object.__setattr__(self, "plan", plan_for(cfg.env, theta, amplitude_options))
 
     # ---- static description -------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import pettingzoo  # the PettingZoo package (absolute import; this module is qua
 
 from .marl import MultiGateEnv, make_multi
 from .precision import x64_scope
+from .validation import real_array
 
 __all__ = ["GateParallelEnv", "parallel_env"]
 
@@ -174,10 +175,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         space = self._action_spaces[agent]
         field = f"actions[{agent!r}]"
         if not self._discrete:
-            try:
-                array = np.asarray(action, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"{field}: expected a float array of shape {space.shape}, got {type(action).__name__}") from None
+            array = real_array(field, action)  # strings, bools, complex numbers are refused, not coerced
             if array.shape != space.shape:
                 raise ValueError(f"{field}: expected shape {space.shape}, got {array.shape}")
             if not np.all(np.isfinite(array)) or np.any(np.abs(array) > 1.0):

@@ -19,6 +19,19 @@ The result is exact to rounding: it agrees with a dense 27x27 ``scipy.linalg.exp
 stays unitary to ~1e-14 over 1000 samples (tests/quantgate_env/test_propagation.py). A sample
 whose Gershgorin bound exceeds the declared theta returns NaN rather than a silently inexact
 state. ``bench/propagation.py`` measures this against eigh and dense expm.
+
+**Bound.** A plan takes at most ``MAX_SUBSTEPS`` = 64 sub-steps of theta <= 3, so it covers
+theta <= ``MAX_THETA`` = 192 per sample; ``taylor_plan`` refuses more (the sub-steps are unrolled
+at trace time, so an unbounded count would compile for hours). theta is the spread of the
+sample's spectrum times dt, i.e. how many radians the fastest beat of the device turns during one
+piecewise-constant sample. The paper's settings give 1.8 (dt = 50 ps, |u| <= 20 rad/ns, spectral
+half-width 36.7 rad/ns, i.e. 16.7 + |u|); with the callers' safety margins 192 admits samples up
+to ~4.7 ns at that amplitude bound (arbitrary waveform generators sample at >= 1 GS/s, i.e.
+<= 1 ns), amplitudes up to ~165 rad/ns (26 GHz, far beyond any coupler's tuning range) with 1 ns
+samples, and ~3600 rad/ns at the paper's 50 ps. Beyond it a "sample" holds the Hamiltonian for
+tens of periods of its fastest beat, which no instrument plays as one step, and the cost per
+sample (64 sub-steps of degree 29 are ~77x the paper's work) would grow without limit. The callers (``env.plan_for``, ``pulses.pulse_plan``, ``refine_pulse``)
+check the bound first and name the option, argument or CSV row responsible.
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ from .device import DeviceParams
 from .hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL, SectorDrift, sector_drift
 
 __all__ = [
+    "MAX_SUBSTEPS",
+    "MAX_THETA",
     "SectorState",
     "TaylorPlan",
     "initial_sector_state",
@@ -49,11 +64,14 @@ __all__ = [
 
 # Target truncation error per sample, relative to a unit vector: half an ulp of float64.
 _TAYLOR_TOL = 2.0**-54
-_MAX_SUBSTEPS = 64
 # Largest theta per sub-step: the series' terms grow to ~e^theta / sqrt(theta) before they cancel,
 # so rounding costs ~eps e^theta (1e-7 at theta = 31, a 0.83 ns sample at 20 rad/ns, when one
 # sub-step minimised the work); at 3 that is ~4e-15.
 _MAX_THETA_PER_SUBSTEP = 3.0
+#: Most sub-steps per sample a plan may take (they are unrolled when the step is traced).
+MAX_SUBSTEPS = 64
+#: Largest theta = ||(H - c) dt|| per sample a plan covers (192; see the module docstring).
+MAX_THETA = MAX_SUBSTEPS * _MAX_THETA_PER_SUBSTEP
 
 
 class SectorState(NamedTuple):
@@ -105,13 +123,22 @@ def taylor_plan(theta_max: float) -> TaylorPlan:
     """Choose sub-steps and degree minimising the work for samples up to ``theta_max``.
 
     Args:
-        theta_max: bound on ||(H - c) dt||_2 (dimensionless, > 0).
+        theta_max: bound on ||(H - c) dt||_2 (dimensionless, in (0, ``MAX_THETA``]).
+
+    Raises:
+        ValueError: theta_max not positive and finite, or above ``MAX_THETA`` (callers check the
+            bound first with a message naming the user's option; this is the last line).
     """
     if not (math.isfinite(theta_max) and theta_max > 0):
         raise ValueError(f"theta_max: expected a positive finite number, got {theta_max!r}")
+    if theta_max > MAX_THETA:
+        raise ValueError(
+            f"theta_max: expected at most {MAX_THETA:g} (the exact propagator's {MAX_SUBSTEPS} sub-steps "
+            f"of theta <= {_MAX_THETA_PER_SUBSTEP:g} per sample), got {theta_max:.4g}"
+        )
     fewest = math.ceil(theta_max / _MAX_THETA_PER_SUBSTEP)
     best = min(
-        (s * _degree_for(theta_max / s), s) for s in range(fewest, max(fewest, _MAX_SUBSTEPS) + 1)
+        (s * _degree_for(theta_max / s), s) for s in range(fewest, MAX_SUBSTEPS + 1)
     )
     substeps = best[1]
     return TaylorPlan(float(theta_max), substeps, _degree_for(theta_max / substeps))
@@ -149,14 +176,18 @@ def theta_bound_lines(
         dt: sample duration, ns.
     """
     # float64 whatever the caller's setting: a plan (and the env's hash) must not depend on it
-    with jax.enable_x64(True):
+    # (an overflowing bound gives inf, reported as such; numpy's warning would only add noise)
+    with jax.enable_x64(True), np.errstate(over="ignore", invalid="ignore"):
         drift = jax.tree.map(np.asarray, sector_drift(jax.tree.map(np.asarray, device)))
         worst = 0.0
         for signs in itertools.product((-1.0, 1.0), repeat=len(lines)):
             for block, h in enumerate((drift.h1, drift.h2)):
                 shift = sum(s * u_max * np.asarray(diags[block]) for s, (*diags, u_max) in zip(signs, lines))
                 _, half_width = _gershgorin(np.asarray(h) + np.diag(shift))
-                worst = max(worst, float(np.max(half_width)) * dt)
+                theta = float(np.max(half_width)) * dt
+                if not math.isfinite(theta):  # e.g. a bound of 1e308 overflows; max() would drop a NaN
+                    return math.inf
+                worst = max(worst, theta)
     return worst
 
 

@@ -10,6 +10,10 @@ every device at once (``vmap`` over the device pytree). Two numbers per device:
 A policy is anything with ``act(obs_batch) -> actions`` on a (B, obs_dim) batch, deterministic
 (e.g. a jaxrl-agents ``Policy`` or an sb3-bridge import): it sees each device's state, so it can
 adapt; a pulse is played open loop.
+
+Limits (checked before anything compiles): n <= ``MAX_GRID_N`` = 101 points per axis (10201
+devices; a 1000-sample pulse map holds ~0.4 MB per device, ~4 GB at the cap), and the half-width
+below the lower qubit frequency (a larger detuning is no transmon).
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ import numpy as np
 from .device import DeviceParams, nominal_device, validate_device
 from .drift import DRIFT_RANGES
 from .env import GateEnv, make
+from .metrics import OBJECTIVES
 from .precision import x64_scope
-from .propagation import taylor_plan, theta_bound
-from .pulses import PLAN_MARGIN, pulse_metrics
-from .validation import finite_array, positive_number
+from .pulses import pulse_metrics, pulse_plan
+from .validation import choice, finite_array, positive_number
 
-__all__ = ["RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
+__all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
+
+#: Most grid points per axis (odd, so that the centre is the nominal device). Every device of the
+#: grid is evaluated in one vmapped call; at ~0.4 MB per device for a 1000-sample pulse, 101 x 101
+#: needs ~4 GB, and a finer map than 2 % of the range shows nothing a heat map can.
+MAX_GRID_N = 101
 
 
 def resolve_half_width(half_width_mhz: float | str) -> float:
@@ -51,9 +60,15 @@ def detuning_grid(half_width_mhz: float | str, n: int = 11, device: DeviceParams
         is the nominal device.
     """
     hw = resolve_half_width(half_width_mhz)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: expected a positive integer, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GRID_N:
+        raise ValueError(f"n: expected an integer from 1 to {MAX_GRID_N} (grid points per axis), got {n!r}")
     base = validate_device(nominal_device() if device is None else device, "device")
+    lowest = 1e3 * float(np.min(base.omega_q))
+    if hw >= lowest:
+        raise ValueError(
+            f"half_width_mhz: expected less than the lower qubit frequency, {lowest:.6g} MHz (a detuning "
+            f"that large is no transmon), got {hw!r}"
+        )
     axis = np.linspace(-hw, hw, n) if n > 1 else np.zeros(1)
     offsets = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
     stacked = DeviceParams(*(np.broadcast_to(f, (len(offsets),) + f.shape).copy() for f in base))
@@ -132,14 +147,21 @@ def pulse_robustness(amps, *, dt: float = 0.05, half_width_mhz: float | str = "r
     """
     amps = finite_array("amps", amps, ndim=1)
     dt = positive_number("dt", dt)
+    gate_time = None if gate_time is None else positive_number("gate_time", gate_time)
+    objective = choice("objective", objective, OBJECTIVES)
+    if amps.size == 0:
+        raise ValueError("amps: expected at least one sample, got an empty array")
     devices, offsets = detuning_grid(half_width_mhz, n)
-    peak = float(np.abs(amps).max())
-    theta = max(theta_bound(DeviceParams(*(np.asarray(f[i]) for f in devices)), peak, dt) for i in range(len(offsets)))
-    plan = taylor_plan(PLAN_MARGIN * theta)
+    # The Gershgorin half-width is convex in the qubit frequencies (affine diagonal, fixed
+    # off-diagonal), so its maximum over the grid is at one of the four corners.
+    corners = sorted({0, n - 1, n * (n - 1), n * n - 1})
+    plan = pulse_plan(amps, dt, [DeviceParams(*(np.asarray(f[i]) for f in devices)) for i in corners])
     run = jax.jit(jax.vmap(pulse_metrics, in_axes=(None, 0, None, None, None)), static_argnums=(2, 3, 4))
     with x64_scope():
         jt = np.asarray(run(jnp.asarray(amps), devices, dt, plan, objective).JT)
     times = dt * np.arange(1, amps.size + 1)
+    if gate_time is not None and gate_time > times[-1] + 0.5 * dt:
+        raise ValueError(f"gate_time: expected at most the pulse's duration, {times[-1]:.6g} ns, got {gate_time!r}")
     centre = _nominal_index(offsets)
     stop = int(np.argmin(jt[centre])) if gate_time is None else int(np.argmin(np.abs(times - gate_time)))
     return RobustnessMap(offsets, jt[:, stop], jt.min(axis=1), float(times[stop]), n)
