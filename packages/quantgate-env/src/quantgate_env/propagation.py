@@ -22,7 +22,7 @@ state. ``bench/propagation.py`` measures this against eigh and dense expm.
 
 **Bound.** A plan takes at most ``MAX_SUBSTEPS`` = 64 sub-steps of theta <= 3, so it covers
 theta <= ``MAX_THETA`` = 192 per sample; ``taylor_plan`` refuses more (the sub-steps are unrolled
-at trace time, so an unbounded count would compile for hours). theta is the spread of the
+at trace time, so an unbounded count never finishes compiling). theta is the spread of the
 sample's spectrum times dt, i.e. how many radians the fastest beat of the device turns during one
 piecewise-constant sample. The paper's settings give 1.8 (dt = 50 ps, |u| <= 20 rad/ns, spectral
 half-width 36.7 rad/ns, i.e. 16.7 + |u|); with the callers' safety margins 192 admits samples up
