@@ -56,6 +56,42 @@ def test_evaluate_checks_every_pulse_file_of_several_episodes(tmp_path, capsys):
     assert "pulse_1.csv" in _one_line_error(capsys, "evaluate")
 
 
+def test_evaluate_out_into_a_run_in_use_is_refused_even_with_force(tmp_path, capsys, monkeypatch):
+    """A training run holds its directory's lock; evaluate --out DIR --force must not write beside
+    it, and must say so before it loads or evaluates anything."""
+    from jaxrl_agents.run.fileio import lock_directory
+
+    (tmp_path / "evals.npz").write_bytes(PRECIOUS)
+    loaded = []
+    import sys
+
+    # sb3_bridge.load is also the name of the function the package exports: patch the module's.
+    monkeypatch.setattr(sys.modules["sb3_bridge.load"], "load", lambda *a, **k: loaded.append(a))
+    with lock_directory(str(tmp_path)):
+        assert _evaluate_into(tmp_path, "--force") == 2
+    err = _one_line_error(capsys, "evaluate")
+    assert str(tmp_path) in err and "in use" in err
+    assert not loaded and (tmp_path / "evals.npz").read_bytes() == PRECIOUS
+
+
+def test_failed_evaluate_leaves_no_new_directory(tmp_path, capsys):
+    out = tmp_path / "new"
+    assert main(["evaluate", str(FIXTURES / "trpo_box.zip"), "--env", "no_such_module:make",
+                 "--out", str(out)]) == 2
+    _one_line_error(capsys, "evaluate")
+    assert not out.exists()
+
+
+def test_os_errors_read_file_then_reason(tmp_path, capsys, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "evals.npz"))
+
+    monkeypatch.setattr(evaluation, "write_evals", full_disk)
+    assert _evaluate_into(tmp_path) == 2
+    err = _one_line_error(capsys, "evaluate")
+    assert f"{tmp_path / 'evals.npz'}: No space left on device" in err and "[Errno" not in err
+
+
 def test_summary_json_is_never_left_half_written(tmp_path, monkeypatch):
     # A value that cannot be serialised, after several that can: a direct json.dump into the file
     # would leave a truncated summary.json behind.

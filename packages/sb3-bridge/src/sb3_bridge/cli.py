@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -73,13 +74,30 @@ def _fmt(value) -> str:
 
 
 def _evaluate(args) -> int:
+    if not args.out:
+        return _run_evaluation(args)
+    from jaxrl_agents.run.fileio import lock_directory
+
+    # Before anything runs: a refused command costs nothing and leaves DIR as it was.
+    refuse_existing([os.path.join(args.out, name) for name in evaluation.output_files(args.episodes)],
+                    overwrite=args.force)
+    created = not os.path.exists(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        # DIR may be a training run's directory: a run in progress holds its lock, and writing
+        # evals.npz beside it (even with --force) would race the trainer. Fail now, before loading.
+        with lock_directory(args.out):
+            return _run_evaluation(args)
+    except BaseException:
+        if created and set(os.listdir(args.out)) <= {".lock"}:
+            shutil.rmtree(args.out, ignore_errors=True)  # leave no empty DIR behind a failed command
+        raise
+
+
+def _run_evaluation(args) -> int:
     from .load import load
     from jaxrl_agents.common.evaluation import format_eval_line
 
-    if args.out:
-        # Before anything runs: a refused command costs nothing and leaves DIR as it was.
-        refuse_existing([os.path.join(args.out, name) for name in evaluation.output_files(args.episodes)],
-                        overwrite=args.force)
     policy = load(args.model, activation=args.activation)
     options = _parse_options(args.env_option)
     meta = policy.metadata
@@ -99,7 +117,6 @@ def _evaluate(args) -> int:
         print("mean   " + "  ".join(f"{k}={_fmt(sum(s[k] for s in summaries) / len(summaries))}"
                                     for k in summaries[0]))
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         evals_name, summary_name, *pulse_names = evaluation.output_files(len(episodes))
         evaluation.write_evals(os.path.join(args.out, evals_name), episodes, step=step,
                                overwrite=args.force)
@@ -145,8 +162,13 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"inspect": _inspect, "evaluate": _evaluate, "export": _export}[args.command](args)
-    except (CheckpointError, ValueError, OSError, ImportError) as exc:
-        # OSError: FileExistsError from the overwrite policy, and a full or read-only disk.
+    except OSError as exc:
+        # FileExistsError from the overwrite policy, and a full or read-only disk: "<file>: <reason>".
+        from jaxrl_agents.run.fileio import describe_os_error
+
+        print(f"sb3-bridge {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
+    except (CheckpointError, ValueError, ImportError) as exc:  # DirectoryLockedError is a ValueError
         print(f"sb3-bridge {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
