@@ -26,6 +26,7 @@ import numpy as np
 from .config import EnvConfig
 from .device import DeviceParams, nominal_device
 from .drift import DriftParams, draw_device, no_drift
+from .evaluation import GateEvaluation
 from .hamiltonian import SectorDrift, sector_drift
 from .metrics import state_metrics
 from .precision import require_x64
@@ -244,6 +245,11 @@ class GateEnv:
     def eval_params(self) -> EnvParams:
         """Evaluation parameters: the nominal device, no drift."""
         return EnvParams(nominal_device(), jax.tree.map(np.asarray, no_drift()))
+
+    @property
+    def evaluation(self):
+        """What an agent records and prints of an evaluation episode (docs/contracts.md)."""
+        return GateEvaluation()
 
     # ---- pure functions -------------------------------------------------------------------
 

@@ -69,6 +69,7 @@ import numpy as np
 from .config import EnvConfig
 from .device import DeviceParams, nominal_device
 from .env import EnvParams, GateEnv, normalised_excess, plan_for, segment_reward
+from .evaluation import MultiGateEvaluation
 from .hamiltonian import CONTROL_LINES, SectorDrift, line_diagonals
 from .metrics import state_metrics
 from .precision import require_x64
@@ -258,6 +259,11 @@ class MultiGateEnv:
     @property
     def eval_params(self) -> EnvParams:
         return self.gate.eval_params
+
+    @property
+    def evaluation(self):
+        """What an agent records and prints of an evaluation episode (docs/contracts.md)."""
+        return MultiGateEvaluation(self.agents)
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Box:
         """Box (24 + K + 1,) in [-obs_scale, obs_scale] (layout in the module docstring)."""
