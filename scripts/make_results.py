@@ -157,7 +157,7 @@ def _robustness(summary: dict, figures: str) -> dict:
     clipped = policy_robustness(act, env=make(**{**summary["env_options"], "oob_mode": "clip"}),
                                 half_width_mhz="recool", n=11)
     path = os.path.join(figures, f"robustness_{summary['run']}.png")
-    own.save_png(path, title=f"{summary['run']}: best policy, recool range")
+    own.save_png(path, title=f"{summary['run']}: best policy, recool range", overwrite=True)  # regenerated
     return dict(own.summary(), png=path, clipped=clipped.summary())
 
 
@@ -259,7 +259,7 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
             amps, dt = load_pulse_csv(PAPER_RL_PULSE)
             result = pulse_robustness(amps, dt=dt, half_width_mhz="recool", n=11)
             path = os.path.join(figures, "robustness_paper_RL_pulse.png")
-            result.save_png(path, title="paper RL pulse (open loop), recool range")
+            result.save_png(path, title="paper RL pulse (open loop), recool range", overwrite=True)
             pngs.append(path)
             s = result.summary()
             lines.append(f"| paper RL pulse (stored, open loop) | {s['gate_time_ns']:.2f} | {s['nominal_JT']:.2e} | "

@@ -83,7 +83,7 @@ def test_cli_writes_map_summary_and_png_and_never_overwrites(tmp_path, pulse_dir
     with np.load(out / "robustness.npz") as data:
         assert data["jt_at_gate_time"].shape == (9,)
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert again.returncode != 0 and "already holds a robustness map" in again.stderr
+    assert again.returncode != 0 and "already holds robustness.npz, robustness.json, robustness.png" in again.stderr
 
 
 @pytest.mark.parametrize("bad, match", [("lunar", "half_width_mhz: expected a number or one of"), (-1.0, "half_width_mhz: expected a positive")])

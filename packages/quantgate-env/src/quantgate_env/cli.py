@@ -20,8 +20,12 @@ import sys
 from .device import nominal_device
 from .drift import DRIFT_RANGES
 from .env import make
+from .files import atomic_open, describe_os_error
 from .pulses import load_pulse_csv, pulse_plan
 from .robustness import MAX_GRID_N, detuning_grid, policy_robustness, pulse_robustness, resolve_half_width
+
+#: What one map writes into --out; none of them is ever replaced.
+OUTPUT_FILES = ("robustness.npz", "robustness.json", "robustness.png")
 
 __all__ = ["main"]
 
@@ -93,8 +97,10 @@ def _check_args(args) -> tuple[float, object]:
             raise ValueError("--env-option: applies to --policy only (a pulse is played on the nominal device)")
     if args.policy:
         env = _flag("--env-option", make, **dict(args.env_option))
-    if os.path.exists(os.path.join(args.out, "robustness.npz")):
-        raise ValueError(f"--out: {args.out!r} already holds a robustness map; choose a new directory")
+    held = [name for name in OUTPUT_FILES if os.path.lexists(os.path.join(args.out, name))]
+    if held:
+        raise ValueError(f"--out: {args.out!r} already holds {', '.join(held)} (never overwritten); "
+                         "choose a new directory")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out: {args.out!r} exists and is not a directory")
     return half_width, env
@@ -131,15 +137,18 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(args.out, exist_ok=True)
         result.save_npz(os.path.join(args.out, "robustness.npz"))
         summary = dict(result.summary(), source=args.pulse or args.policy, half_width=half_width, n=args.n)
-        with open(os.path.join(args.out, "robustness.json"), "w") as handle:
+        with atomic_open(os.path.join(args.out, "robustness.json")) as handle:
             json.dump(summary, handle, indent=2)
-    except (ValueError, OSError) as err:
+        try:
+            result.save_png(os.path.join(args.out, "robustness.png"))
+        except ImportError as err:  # matplotlib is optional (quantgate-env[plot])
+            print(f"(no PNG: {err})", file=sys.stderr)
+    except OSError as err:  # a full or read-only disk: every file already written is whole
+        print(f"{parser.prog}: error: {describe_os_error(err)}", file=sys.stderr)
+        return 2
+    except ValueError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return 2
-    try:
-        result.save_png(os.path.join(args.out, "robustness.png"))
-    except ImportError as err:
-        print(f"(no PNG: {err})", file=sys.stderr)
     print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     return 0
 

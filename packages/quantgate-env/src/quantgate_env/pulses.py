@@ -19,6 +19,7 @@ from .metrics import OBJECTIVES, state_metrics
 from .precision import x64_scope
 from .propagation import MAX_THETA, TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
 from .validation import choice, finite_array, positive_number
+from .files import atomic_open
 
 __all__ = ["load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
 
@@ -141,6 +142,7 @@ def save_pulse_csv(path: str | os.PathLike, amps, dt: float, *, overwrite: bool 
     Raises:
         ValueError: amps not a non-empty finite 1-D array, or dt not a positive number.
         FileExistsError: ``path`` exists and ``overwrite`` is False.
+        OSError: the file cannot be written; an existing file is then unchanged.
     """
     amps = finite_array("amps", amps, ndim=1)
     if amps.size == 0:
@@ -148,7 +150,7 @@ def save_pulse_csv(path: str | os.PathLike, amps, dt: float, *, overwrite: bool 
     dt = positive_number("dt", dt)
     amplist = np.concatenate([[0.0], amps])
     tlist = dt * np.arange(amps.size + 1)
-    with open(path, "w" if overwrite else "x", newline="") as handle:
+    with atomic_open(path, overwrite=overwrite) as handle:  # never a half-written pulse file
         writer = csv.writer(handle)
         writer.writerow(["", "amplist", "tlist"])
         for k, (amp, t) in enumerate(zip(amplist, tlist)):

@@ -33,6 +33,7 @@ from .metrics import OBJECTIVES
 from .precision import x64_scope
 from .pulses import pulse_metrics, pulse_plan
 from .validation import choice, finite_array, positive_number
+from .files import atomic_open
 
 __all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
 
@@ -106,12 +107,16 @@ class RobustnessMap:
             "median_best_JT": float(np.median(self.jt_best)),
         }
 
-    def save_npz(self, path) -> None:
-        np.savez(path, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
-                 jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
+    def save_npz(self, path, *, overwrite: bool = False) -> None:
+        """The map as ``.npz`` (offsets_mhz, jt_at_gate_time, jt_best, gate_time, n), written
+        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError)."""
+        with atomic_open(path, overwrite=overwrite, binary=True) as handle:
+            np.savez(handle, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
+                     jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
 
-    def save_png(self, path, title: str = "") -> None:
-        """Heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib)."""
+    def save_png(self, path, title: str = "", *, overwrite: bool = False) -> None:
+        """Heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib), written
+        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError)."""
         try:
             import matplotlib
 
@@ -130,8 +135,11 @@ class RobustnessMap:
         s = self.summary()
         ax.set_title(title or f"J_T at {s['gate_time_ns']:.2f} ns: median {s['median_JT']:.2g}, worst {s['worst_JT']:.2g}", fontsize=9)
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        try:
+            with atomic_open(path, overwrite=overwrite, binary=True) as handle:
+                fig.savefig(handle, dpi=120, format="png")
+        finally:
+            plt.close(fig)
 
 
 def _nominal_index(offsets: np.ndarray) -> int:
