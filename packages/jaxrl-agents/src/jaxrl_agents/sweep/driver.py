@@ -32,7 +32,6 @@ __all__ = ["run_sweep", "prepare_sweep_dir", "check_address", "SWEEP_JSON", "TUN
 SWEEP_JSON = "sweep.json"
 SPEC_COPY = "spec.toml"
 TUNE_DIR = "tune"
-JAX_CACHE = ".jax_cache"
 _ADDRESS = re.compile(r"^(auto|ray://[\w.\-]+:\d+|[\w.\-]+:\d+)$")
 
 
@@ -92,7 +91,7 @@ def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool
 def _init_ray(spec: SweepSpec, address: str | None, sweep_dir: str) -> None:
     import ray
 
-    env_vars = resources.worker_env(spec.cpus_per_trial, os.path.join(sweep_dir, JAX_CACHE))
+    env_vars = resources.worker_env(spec.cpus_per_trial, os.path.join(sweep_dir, resources.JAX_CACHE))
     # Workers import the env factory by name: let them see what the driver sees from its
     # working directory (on a cluster, install the env's package on every node instead).
     path = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -143,6 +142,8 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     # The classic reporter at verbose=0 is silent: SweepProgress prints the trial events.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # PBT checkpoints at every report, and Tune snapshots its state with each: by design here.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     from ray import tune
     import ray
 
@@ -173,13 +174,17 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
                 trainable, param_space=param_space(spec),
                 tune_config=tune.TuneConfig(
                     metric=spec.metric_key, mode=spec.mode, scheduler=make_scheduler(spec),
-                    num_samples=spec.num_samples, reuse_actors=False,
+                    # A reused worker keeps JAX imported and its compiled programs in memory:
+                    # PBT's exploit steps and short trials then start in well under a second.
+                    num_samples=spec.num_samples, reuse_actors=True,
                     max_concurrent_trials=spec.max_concurrent or None,
                     search_alg=BasicVariantGenerator(random_state=spec.random_seed)),
                 run_config=tune.RunConfig(
                     name=TUNE_DIR, storage_path=sweep_dir, verbose=0,
                     failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                    # PBT clones a member's latest checkpoint; keep a few so that one being
+                    # cloned is never deleted under the clone (Tune warns below 3).
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=4),
                     callbacks=[SweepProgress(final_step, spec.n_trials(), spec.metric_key,
                                              progress)]))
         grid = tuner.fit()

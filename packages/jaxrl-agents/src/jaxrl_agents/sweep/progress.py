@@ -36,6 +36,7 @@ class SweepProgress(tune.Callback):
         self._steps: dict[str, int] = {}
         self._generation: dict[str, int] = {}
         self._done: set[str] = set()
+        self._started: set[str] = set()
         self._bar = None
 
     def __getstate__(self):  # Tune pickles its callbacks with the experiment; not the bar
@@ -79,7 +80,11 @@ class SweepProgress(tune.Callback):
         return f"{self.metric_key}={v:.4g}" if isinstance(v, (int, float)) else ""
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._line(trial, f"started  {_short(trial.config)}")
+        if trial.trial_id in self._started:  # PBT pauses and unpauses trials; Tune re-starts them
+            self._line(trial, f"continued at step {self._steps.get(trial.trial_id, 0)}")
+        else:
+            self._started.add(trial.trial_id)
+            self._line(trial, f"started  {_short(trial.config)}")
 
     def on_trial_restore(self, iteration, trials, trial, **info):
         self._line(trial, "restored from its checkpoint")

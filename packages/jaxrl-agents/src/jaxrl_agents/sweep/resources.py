@@ -22,12 +22,14 @@ import hashlib
 import os
 import tempfile
 
-__all__ = ["worker_env", "pin_to_slot", "THREAD_VARIABLES"]
+__all__ = ["worker_env", "pin_to_slot", "use_compile_cache", "THREAD_VARIABLES", "JAX_CACHE"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
+JAX_CACHE = ".jax_cache"  # <sweep>/.jax_cache: JAX's persistent compilation cache of the trials
 _held_slot: int | None = None  # the open lock file of this process's slot (kept for its life)
+_pinned: list[int] | None = None  # the cores of that slot
 
 
 def worker_env(cpus_per_trial: int, compile_cache: str | None) -> dict[str, str]:
@@ -47,6 +49,19 @@ def worker_env(cpus_per_trial: int, compile_cache: str | None) -> dict[str, str]
     return env
 
 
+def use_compile_cache(directory: str) -> None:
+    """Point this worker's JAX at the sweep's persistent compilation cache.
+
+    The trial owns its worker process, so setting JAX's configuration here changes nothing of a
+    user's program; it also covers workers of a Ray that was started without `worker_env`.
+    """
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
 def _slot_dir(cores: list[int]) -> str:
     # One namespace per user and per set of usable cores: two SLURM jobs on one node with
     # different cpusets never compete for slots.
@@ -54,6 +69,20 @@ def _slot_dir(cores: list[int]) -> str:
     path = os.path.join(tempfile.gettempdir(), f"jaxrl-sweep-{os.getuid()}-{key}")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _pin_process(cores: list[int]) -> None:
+    """Set the affinity of every thread of this process: Tune runs a trial in a thread of its
+    worker, and affinity is per thread (threads started later inherit it from their creator)."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:
+            pass  # a thread that just ended
 
 
 def pin_to_slot(cpus: int) -> list[int] | None:
@@ -64,12 +93,14 @@ def pin_to_slot(cpus: int) -> list[int] | None:
     Returns:
         The cores pinned to, or None when no slot was free or affinity is not supported.
     """
-    global _held_slot
+    global _held_slot, _pinned
     if not hasattr(os, "sched_setaffinity"):
         return None
+    if _held_slot is not None:  # a reused worker (Tune's reuse_actors) keeps its slot
+        return _pinned
     cores = sorted(os.sched_getaffinity(0))
-    if _held_slot is not None or len(cores) <= cpus:
-        return cores if _held_slot is not None else None
+    if len(cores) <= cpus:
+        return None
     directory = _slot_dir(cores)
     for slot in range(len(cores) // cpus):
         fd = os.open(os.path.join(directory, f"slot{slot}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
@@ -81,7 +112,7 @@ def pin_to_slot(cpus: int) -> list[int] | None:
                 continue
             raise
         mine = cores[slot * cpus:(slot + 1) * cpus]
-        os.sched_setaffinity(0, mine)
-        _held_slot = fd  # held open: the flock lasts as long as this worker process
+        _pin_process(mine)
+        _held_slot, _pinned = fd, mine  # held open: the flock lasts as long as this process
         return mine
     return None
