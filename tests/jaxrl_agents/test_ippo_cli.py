@@ -8,7 +8,7 @@ import pytest
 
 from jaxrl_agents import Policy
 from jaxrl_agents.run import cli
-from jaxrl_agents.run.ippo_cli import MilestoneBar
+from jaxrl_agents.run.ippo_parallel import MilestoneBar
 
 ENV = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"
 # Same hyper-parameters as test_ippo_learning (the compiled update is shared through the cache).
@@ -21,9 +21,11 @@ def test_cli_ippo_lag_writes_config_history_and_policies(tmp_path, capsys):
                      "--progress", "off", "--out", str(tmp_path), "--seed", "3", "--tag", "t"])
     assert code == 0, capsys.readouterr().err
     (run,) = list(tmp_path.iterdir())
-    assert run.name.startswith("ippo_lag_") and run.name.endswith("_s3_t")
+    # ippo_lag is the older name of ippo_lagrangian: the run is named by the registry name.
+    assert run.name.startswith("ippo_lagrangian_") and run.name.endswith("_s3_t")
     cfg = json.loads((run / "config.json").read_text())
-    assert cfg["algo_config"]["cost_limit"] == 2.0 and cfg["timesteps"] == 128
+    assert cfg["algo_config"]["cost_limit"] == 2.0 and cfg["algo_config"]["total_steps"] == 128
+    assert cfg["checkpointed"] is False  # a Python-stepped ParallelEnv cannot be checkpointed
     history = json.loads((run / "history.json").read_text())
     assert [h["step"] for h in history] == [64, 128]
     assert "lagrange_multiplier_used" in history[0]["agents"]["a0"]

@@ -1,10 +1,10 @@
 """Running training: the trainer (`train`, `resume`), run directories and their files, checkpoints,
-progress display, the ``jaxrl-train`` CLI (PPO/TRPO in cli.py, IPPO in ippo_cli.py) and
-``jaxrl-plot``.
+progress display, the ``jaxrl-train`` CLI (every algorithm, cli.py) and ``jaxrl-plot``.
 
 Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`,
 `run_files.py` (run directories, file names, progress table, resume checks), `fileio.py` (atomic
-writes, locks, npz reading), `checkpoint.py`, `progress.py`, `cli.py`, `ippo_cli.py`, `plot.py`.
+writes, locks, npz reading), `checkpoint.py`, `progress.py`, `cli.py`,
+`ippo_parallel.py` (IPPO runs on a Python-stepped PettingZoo ParallelEnv), `plot.py`.
 
 The names below load on first use (PEP 562): `common.policy` writes through `run.fileio`, and
 ``jaxrl-train --help`` should not import the trainer.

@@ -26,7 +26,7 @@ import sys
 
 from ..common.config import ConfigHelpFormatter, add_config_flags
 from ..common.envs import DEFAULT_ENV, parse_env_options
-from .algorithms import ALGORITHMS, get_algorithm
+from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo
 from .fileio import describe_os_error
 
 __all__ = ["main", "build_parser"]
@@ -36,6 +36,10 @@ __all__ = ["main", "build_parser"]
 DEMO_TOTAL_STEPS = 983_040
 DEMO_EVAL_EVERY = 65_536
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
+# IPPO's defaults: the functional multi-agent gate env (compiled, checkpointed) and a short run.
+DEFAULT_MARL_ENV = "quantgate_env:make_multi"
+IPPO_DEMO_TOTAL_STEPS = 20_000
+IPPO_DEMO_EVAL_EVERY = 2_048
 
 
 def build_parser(algo: str) -> argparse.ArgumentParser:
@@ -45,16 +49,22 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
         prog="jaxrl-train", description=__doc__.split("\n\n")[0],
         formatter_class=ConfigHelpFormatter)
     run = p.add_argument_group("run")
-    run.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo", help="algorithm")
-    run.add_argument("--env", default=DEFAULT_ENV, help="environment factory as module:factory")
+    ippo = is_ippo(algo)
+    run.add_argument("--algo", choices=sorted([*ALGORITHMS, *ALIASES]), default="ppo",
+                     help="algorithm (ippo_lag: ippo_lagrangian)")
+    run.add_argument("--env", default=DEFAULT_MARL_ENV if ippo else DEFAULT_ENV,
+                     help="environment factory as module:factory (IPPO: a functional "
+                          "multi-agent core, compiled, or a PettingZoo ParallelEnv)")
     run.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
                      help="keyword option of the env factory (repeatable; VALUE parsed as JSON)")
     run.add_argument("--seed", type=int, default=123, help="random seed")
     run.add_argument("--seeds", type=int, nargs="+", default=None, metavar="N",
                      help="several seeds trained together in one compiled program (overrides --seed)")
-    run.add_argument("--total-steps", type=int, default=DEMO_TOTAL_STEPS,
+    run.add_argument("--total-steps", "--timesteps", dest="total_steps", type=int,
+                     default=IPPO_DEMO_TOTAL_STEPS if ippo else DEMO_TOTAL_STEPS,
                      help="environment steps (the paper: 20000000)")
-    run.add_argument("--eval-every", type=int, default=DEMO_EVAL_EVERY,
+    run.add_argument("--eval-every", type=int,
+                     default=IPPO_DEMO_EVAL_EVERY if ippo else DEMO_EVAL_EVERY,
                      help="environment steps between deterministic evaluations")
     run.add_argument("--checkpoint-every", type=int, default=25, help="updates between checkpoints")
     run.add_argument("--out", default="runs", help="parent directory of run directories")
@@ -78,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--algo", default="ppo")
     pre.add_argument("--resume", default=None)
     known, _ = pre.parse_known_args(argv)
-    if known.algo in ("ippo", "ippo_lag"):  # multi-agent: its own small code path
-        from .ippo_cli import main as ippo_main
-
-        return ippo_main(argv)
-    if known.algo not in ALGORITHMS:
+    if canonical_name(known.algo) not in ALGORITHMS:
         print(f"jaxrl-train: error: --algo: expected one of {sorted(ALGORITHMS)}, got "
               f"{known.algo!r}", file=sys.stderr)
         return 2
@@ -94,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.resume is not None:
-            allowed = {"--resume", "--progress", "--total-steps"}
+            allowed = {"--resume", "--progress", "--total-steps", "--timesteps"}
             typed = [a.split("=")[0] for a in argv if a.startswith("--")]
             others = [a for a in typed if a not in allowed]
             if others:
                 raise ValueError(f"--resume: takes its settings from the run's config.json "
                                  f"(only --total-steps may extend it); drop {others}")
-            extend = args.total_steps if "--total-steps" in typed else None
+            extend = args.total_steps if {"--total-steps", "--timesteps"} & set(typed) else None
             result = trainer.resume(args.resume, progress=progress, total_steps=extend)
         else:
             cfg = {f.name: getattr(args, f"cfg_{f.name}")
