@@ -16,20 +16,39 @@ import jax.numpy as jnp
 
 from .. import ppo, trpo
 from ..common.config import AlgoConfig
+from ..ippo import config as ippo_config
 from ..common.evaluation import evaluate_episode
 from ..common.networks import ActorCritic
 
 __all__ = ["ALGORITHMS", "get_algorithm", "make_config", "Compiled", "compile_algorithm",
-           "model_for", "FINITE_STAT", "all_finite"]
+           "model_for", "FINITE_STAT", "all_finite", "IPPO_ALGORITHMS", "ALIASES", "canonical_name",
+           "is_ippo", "AgentNetworks"]
 
 # Stats key of the per-seed flag "parameters, optimiser state and losses are all finite".
 FINITE_STAT = "finite"
 
-ALGORITHMS = {"ppo": (ppo, ppo.PPOConfig), "trpo": (trpo, trpo.TRPOConfig)}
+# IPPO is PPO over stacked independent agents: same trainer, run directory and checkpoints, its
+# own compiled programs (`_compile_ippo`) over a functional multi-agent core.
+IPPO_ALGORITHMS = {"ippo": ippo_config.IPPOTrainConfig,
+                   "ippo_lagrangian": ippo_config.IPPOLagrangianTrainConfig}
+ALGORITHMS = {"ppo": (ppo, ppo.PPOConfig), "trpo": (trpo, trpo.TRPOConfig),
+              **{k: (None, v) for k, v in IPPO_ALGORITHMS.items()}}
+ALIASES = {"ippo_lag": "ippo_lagrangian"}  # the name seed 004's CLI used
+
+
+def canonical_name(name):
+    """The registry name of `name` (``ippo_lag`` -> ``ippo_lagrangian``); other names unchanged."""
+    return ALIASES.get(name, name) if isinstance(name, str) else name
+
+
+def is_ippo(name) -> bool:
+    """Whether `name` (or its alias) is IPPO or IPPO-Lagrangian."""
+    return canonical_name(name) in IPPO_ALGORITHMS
 
 
 def get_algorithm(name: str):
     """(module, config class) of algorithm `name`; ValueError listing the choices otherwise."""
+    name = canonical_name(name)
     if name not in ALGORITHMS:
         raise ValueError(f"algo: expected one of {sorted(ALGORITHMS)}, got {name!r}")
     return ALGORITHMS[name]
@@ -71,6 +90,10 @@ class Compiled(NamedTuple):
     init: Any
     update: Any
     evaluate: Any
+    # IPPO only (None for PPO/TRPO): (params of one seed (numpy), metadata) -> {agent subdirectory:
+    # Policy}, and the summary of one evaluation episode (default common.evaluation.eval_summary).
+    policies: Any = None
+    summarize: Any = None
 
 
 def all_finite(tree) -> jax.Array:
@@ -87,6 +110,8 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
 
     Compilation itself happens lazily at the first call, under the caller's precision setting.
     """
+    if is_ippo(name):
+        return _compile_ippo(canonical_name(name), env, cfg)
     module, _ = get_algorithm(name)
     model = model_for(env, cfg)
 
@@ -113,3 +138,87 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
     evaluate = jax.jit(jax.vmap(lambda a, p, k: evaluate_episode(model, a, env, p, k),
                                 in_axes=(0, None, None)))
     return Compiled(model, init, update, evaluate)
+
+
+class AgentNetworks(NamedTuple):
+    """IPPO's network definitions, agent -> `ActorCritic` (config.json's ``network`` entry)."""
+
+    models: dict
+
+    @classmethod
+    def of(cls, core, cfg) -> AgentNetworks:
+        from ..ippo.compiled import core_spaces
+
+        return cls({a: sp.model for a, sp in core_spaces(core, cfg).items()})
+
+    def to_dict(self) -> dict:
+        return {str(a): m.to_dict() for a, m in self.models.items()}
+
+
+# Rollout statistics of IPPO's update: left out of the finite check (an environment may report
+# NaN there, and episode_return is NaN by design when no episode completed).
+_IPPO_ROLLOUT_STATS = ("mean_reward", "mean_cost", "episodes", "episode_return",
+                       "cost_return_budget", "constraint_violation", "completed_episodes",
+                       "dual_update_applied", "discounted_cost_return")
+
+
+def _compile_ippo(name: str, env, cfg) -> Compiled:
+    """IPPO's seed-axis programs over the one-seed `ippo.compiled.program`.
+
+    Seeds run one after another (`lax.map`) inside one program, as PPO's learning phase does; stats
+    are flattened to ``"<agent>/<name>"`` columns, plus the per-seed `FINITE_STAT`.
+    """
+    from ..ippo import compiled as ic
+    from ..ippo.spaces import MARLPolicy
+
+    lagrangian = name == "ippo_lagrangian"
+    prog = ic.program(env, ippo_config.algorithm_config(cfg), lagrangian)
+    agents = list(prog.agent_spaces)
+    total_apps = cfg.n_updates * prog.apps_per_update
+
+    def init(seed_keys, env_params):
+        states = [prog.init(k, env_params) for k in seed_keys]
+        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+
+    def _update(states, env_params, total):
+        states, stats = jax.lax.map(lambda s: prog.update_fn(s, env_params, total), states)
+        losses = {k: v for k, v in stats.items() if k not in _IPPO_ROLLOUT_STATS}
+        flat = {f"{a}/{k}": v[:, j] for k, v in stats.items() for j, a in enumerate(agents)}
+        flat[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
+        return states, flat
+
+    _update = jax.jit(_update, donate_argnums=0)
+
+    def update(states, env_params):
+        # The annealing denominator stays a traced argument, as in IPPO.train's compiled path.
+        return _update(states, env_params, jnp.int32(total_apps))
+
+    evaluate = jax.jit(jax.vmap(prog.evaluate_fn, in_axes=(0, None, None)))
+
+    def policies(params, meta):
+        out = {}
+        for a, p in ic.agent_params(prog, params).items():
+            sp = prog.agent_spaces[a]
+            out[a] = MARLPolicy(sp.model, {"actor": p["actor"], "critic": p["critic"]},
+                                {**meta, "agent": str(a)}, sp)
+        return out
+
+    return Compiled(None, init, update, evaluate, policies, _ippo_summary(env, agents))
+
+
+def _ippo_summary(env, agents):
+    from ..common.contracts import evaluation_of
+    from ..common.evaluation import eval_summary
+
+    evaluation = evaluation_of(env)
+
+    def summarize(episode):
+        """`eval_summary` of the team view (with the env's own fields), plus the generic
+        ``<agent>/eval_return`` and ``<agent>/eval_len``."""
+        out = eval_summary(episode, evaluation)
+        for a in agents:
+            s = eval_summary({"reward": episode[f"{a}/reward"], "alive": episode["alive"]})
+            out.update({f"{a}/{k}": v for k, v in s.items()})
+        return out
+
+    return summarize
