@@ -150,7 +150,9 @@ def test_result_policies_are_policies_in_env_format(spaces_run, tmp_path):
     multi.save(str(tmp_path))
     back = Policy.load(str(tmp_path))
     flat = np.asarray(obs["multi"], np.float32).ravel()
-    np.testing.assert_allclose(back.action_probs(flat), multi.action_probs(obs["multi"]), rtol=1e-6)
+    for p_back, p_multi in zip(back.action_probs(flat), multi.action_probs(obs["multi"]),
+                               strict=True):
+        np.testing.assert_allclose(p_back, p_multi, rtol=1e-6)
     assert back.metadata["agent"] == "multi" and back.metadata["algo"] == "ippo"
     # MARLPolicy.load restores the spaces: env-format observations in, env-format actions out.
     for agent, pol in result.policies.items():
@@ -203,11 +205,11 @@ def test_probabilities_sum_to_one_and_respect_masks(spaces_run):
     _, result, _ = spaces_run
     multi = result.policies["multi"]
     obs = np.zeros((2, 3), np.float32)
-    probs = multi.action_probs(obs, SpacesEnv.MULTI_MASK)
-    parts = np.split(probs, np.cumsum([2, 3, 3, 2])[:-1])
+    parts = multi.action_probs(obs, SpacesEnv.MULTI_MASK)  # unequal components: one per component
+    assert [p.shape for p in parts] == [(2,), (3,), (3,), (2,)]
     for p in parts:
         np.testing.assert_allclose(p.sum(), 1.0, rtol=1e-6)
-    assert probs[1] == 0.0 and probs[0] == pytest.approx(1.0)
+    assert parts[0][1] == 0.0 and parts[0][0] == pytest.approx(1.0)
     disc = result.policies["disc"]
     p = disc.action_probs(3, SpacesEnv.DISC_MASK)
     assert p.shape == (3,) and p[0] == 0.0 and p.sum() == pytest.approx(1.0, rel=1e-6)
@@ -360,3 +362,20 @@ def test_lagrangian_advantage_by_hand():
     np.testing.assert_allclose(lagrangian_advantage(a_r, a_c, lam, center_cost=False),
                                (std_r - lam * np.array([0, 1, 1, 2])) / (1 + lam), rtol=1e-6)
     np.testing.assert_allclose(lagrangian_advantage(a_r, a_c, 0.0), std_r, rtol=1e-6)
+
+
+def test_multi_discrete_probabilities_are_per_component():
+    """Equal components give (..., D, n) (row d = component d), not one concatenated vector."""
+    from gymnasium import spaces as gspaces
+
+    from jaxrl_agents import ActorCritic
+
+    model = ActorCritic.from_spaces(gspaces.Box(-1, 1, (3,)), gspaces.MultiDiscrete([4, 4, 4]),
+                                    (8,), "tanh")
+    pol = Policy(model, model.init(jax.random.PRNGKey(0)))
+    mask = np.ones(12, bool)
+    mask[[1, 2]] = False  # component 0 may only take 0 or 3
+    probs = pol.action_probs(np.ones((5, 3), np.float32), mask)
+    assert probs.shape == (5, 3, 4)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
+    assert np.all(probs[:, 0, 1:3] == 0.0) and np.all(probs[:, 1:, :] > 0.0)

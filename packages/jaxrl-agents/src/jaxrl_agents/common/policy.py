@@ -140,14 +140,26 @@ class Policy:
         obs, _ = self._split_obs(obs, None)
         return np.asarray(_value(self.model, self.params["critic"], obs))
 
-    def action_probs(self, obs, action_mask=None) -> np.ndarray:
-        """Action probabilities of a discrete policy: (..., n) (multi-categorical: components
-        concatenated, (..., sum(nvec)))."""
+    def action_probs(self, obs, action_mask=None):
+        """Action probabilities of a discrete policy, per component.
+
+        Returns:
+            categorical: (..., n). Multi-categorical with ``nvec = (n, ..., n)`` (every component
+            the same size): (..., D, n), row d the probabilities of component d. Unequal
+            components cannot be stacked: a tuple of D arrays (..., n_d). (The mask stays one
+            flat (..., sum(nvec)) vector, the network's layout.)
+        """
         if not self.model.is_discrete:
             raise ValueError("action_probs: only defined for discrete (categorical) policies; this "
                              "policy is Gaussian")
         obs, mask = self._split_obs(obs, action_mask)
-        return np.asarray(_probs(self.model, self.params["actor"], obs, mask))
+        probs = np.asarray(_probs(self.model, self.params["actor"], obs, mask))
+        nvec = getattr(self.model.head, "nvec", None)
+        if nvec is None:  # one categorical
+            return probs
+        if len(set(nvec)) == 1:
+            return probs.reshape(probs.shape[:-1] + (len(nvec), nvec[0]))
+        return tuple(np.split(probs, np.cumsum(nvec)[:-1], axis=-1))
 
     def save(self, directory: str) -> None:
         """Write ``policy.json`` and ``params.npz`` into `directory` (created if needed)."""

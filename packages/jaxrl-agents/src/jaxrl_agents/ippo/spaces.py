@@ -207,7 +207,8 @@ class MARLPolicy(Policy):
     own observation space (any gymnasium space, or the ``{"observation", "action_mask"}`` dict), and
     `act` returns actions in the agent's action space (original MultiDiscrete/Box shape, Gymnasium
     ``start`` offsets added, Box actions clipped). ``action_probs`` stays in network terms:
-    probabilities of the zero-based choices, components concatenated.
+    probabilities of the zero-based choices, per component (`Policy.action_probs`: (D, n) for a
+    MultiDiscrete whose components have the same size, else one array per component).
     """
 
     def __init__(self, model, params, metadata=None, spaces_: AgentSpaces | None = None):
