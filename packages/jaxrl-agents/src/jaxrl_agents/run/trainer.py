@@ -57,7 +57,8 @@ from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV, check_env, load_env
 from ..common.evaluation import eval_summary, format_eval_line
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
-from .algorithms import FINITE_STAT, compile_algorithm, make_config, model_for
+from .algorithms import (FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo,
+                         make_config, model_for)
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .fileio import atomic_savez, atomic_write_json, lock_directory
 from .progress import ProgressReporter
@@ -229,6 +230,17 @@ class _SeedRecord:
         write_progress(os.path.join(self.run_dir, PROGRESS_CSV), self.rows)
 
 
+def _save_policy(policy, directory: str) -> None:
+    """Save a `Policy` into `directory`, or IPPO's {agent: policy} into ``directory/<agent>/``."""
+    if isinstance(policy, dict):
+        from .ippo_parallel import safe_agent_name
+
+        for agent, p in policy.items():
+            p.save(os.path.join(directory, safe_agent_name(agent)))
+    else:
+        policy.save(directory)
+
+
 # ------------------------------------------------------------------------------- the loop
 class _Run:
     """State of one training invocation (fresh or resumed) for a group of seeds."""
@@ -246,17 +258,21 @@ class _Run:
         self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
         self.compiled = compile_algorithm(algo, env, cfg)
         self.train_params = env.default_params
-        self.eval_params = env.eval_params
+        # A multi-agent core may have no eval_params (optional in its contract): train params.
+        self.eval_params = getattr(env, "eval_params", env.default_params)
         self.seed_keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
 
     def template(self):
         """A fresh train state: the structure, shapes and dtypes a checkpoint must match."""
         return self.compiled.init(self.seed_keys, self.train_params)
 
-    def _policy(self, params, s: int, step: int, summary: dict) -> Policy:
+    def _policy(self, params, s: int, step: int, summary: dict) -> Policy | dict:
+        """The seed's policy, or for IPPO {agent: policy} (saved to ``<policy dir>/<agent>/``)."""
         seed_params = jax.tree_util.tree_map(lambda x: np.asarray(x[s]), params)
         meta = {"algo": self.algo, "seed": self.seeds[s], "step": step, "env": self.env_spec,
                 "env_options": self.env_options, "eval": summary}
+        if self.compiled.policies is not None:
+            return self.compiled.policies(seed_params, meta)
         return Policy(self.compiled.model, seed_params, meta)
 
     def _evaluate(self, state, step: int, wall: float, rows: list[dict], reporter) -> float | None:
@@ -266,15 +282,16 @@ class _Run:
         latest_jt = None
         for s, rec in enumerate(self.records):
             ep = {k: np.asarray(v[s]) for k, v in episodes.items()}
-            summary = eval_summary(ep)
+            summary = (self.compiled.summarize(ep) if self.compiled.summarize is not None
+                       else eval_summary(ep))
             rows[s].update({k: _fmt(v) for k, v in summary.items()})
             rec.add_eval(step, ep)
             policy = self._policy(params, s, step, summary)
-            policy.save(os.path.join(rec.run_dir, LAST_POLICY_DIR))
+            _save_policy(policy, os.path.join(rec.run_dir, LAST_POLICY_DIR))
             score = summary.get("eval_JT_min", -summary["eval_return"])
             if not math.isnan(score) and score < rec.best:
                 rec.best, rec.best_step = score, step
-                policy.save(os.path.join(rec.run_dir, BEST_POLICY_DIR))
+                _save_policy(policy, os.path.join(rec.run_dir, BEST_POLICY_DIR))
             prefix = f"seed {self.seeds[s]} " if len(self.seeds) > 1 else ""
             reporter.write(prefix + format_eval_line(step, wall, summary))
             if "eval_JT_min" in summary and (latest_jt is None or summary["eval_JT_min"] < latest_jt):
@@ -387,6 +404,7 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         OSError: a file could not be written (full or read-only disk); every file written so
             far is intact (atomic writes).
     """
+    algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
     cfg = make_config(algo, config)
     seeds = _check_seeds(seeds)
     eval_every = _check_pos_int("eval_every", eval_every)
@@ -398,12 +416,19 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
     argv = _check_argv(argv)
     stop_after = _check_stop_after(stop_after)
     with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
-        if isinstance(env, str):
+        if is_ippo(algo):
+            env_spec, env_obj = _ippo_env(env, env_options, cfg)
+            if env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
+                return _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every,
+                                       checkpoint_every, tag, out, progress, argv)
+            model = AgentNetworks.of(env_obj, cfg)
+        elif isinstance(env, str):
             env_spec, env_obj = env, load_env(env, env_options)
         else:
             check_env(env)
             env_spec, env_obj = None, env
-        model = model_for(env_obj, cfg)
+        if not is_ippo(algo):
+            model = model_for(env_obj, cfg)
         run_dirs = make_run_dirs(out, algo, seeds, tag)
         with contextlib.ExitStack() as locks:
             try:
@@ -420,6 +445,55 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
                 remove_new_run_dirs(run_dirs)
                 raise
             return run.loop(state, 0, 0.0, stop_after)
+
+
+def _ippo_env(env, env_options, cfg):
+    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None) with the
+    ParallelEnv kept in place of the core when it must be stepped from Python.
+
+    A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
+    ``n_envs > 1``, as `IPPO.train` does.
+    """
+    from ..ippo.train import is_functional_marl_env
+
+    spec = env if isinstance(env, str) else None
+    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
+    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
+    if is_functional_marl_env(core):
+        obj = core
+    if is_functional_marl_env(obj):
+        check_env(obj)
+        return spec, obj
+    return spec, None
+
+
+def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, checkpoint_every,
+                    tag, out, progress, argv) -> TrainResult:
+    from ..ippo.rollout import check_parallel_env
+    from .ippo_parallel import train_parallel
+
+    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
+    check_parallel_env(obj)
+    if len(seeds) != 1:
+        raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from Python, "
+                         f"so its seeds cannot be trained together; expected one seed, got "
+                         f"{list(seeds)} (run one command per seed, or use a functional core)")
+    if cfg.n_envs != 1:
+        raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
+                         f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
+                         f"functional multi-agent core (or an env exposing it as env.core) to "
+                         f"run many environments compiled")
+    rc = {"format": "jaxrl_agents.run", "format_version": 1, "algo": algo, "env": env_spec,
+          "env_options": env_options, "env_config": _env_description(obj),
+          "algo_config": cfg.to_dict(), "seed": seeds[0], "seeds": list(seeds),
+          "timesteps": cfg.total_steps, "tag": tag, "out": os.path.abspath(out), "argv": argv,
+          "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+          "versions": _versions(env_spec), "backend": jax.default_backend()}
+    run_dir, result = train_parallel(algo, obj, cfg, seeds[0], out, tag, progress, rc)
+    from .run_files import read_progress
+
+    return TrainResult([run_dir], result.params,
+                       [read_progress(os.path.join(run_dir, PROGRESS_CSV))], True)
 
 
 def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
@@ -452,6 +526,15 @@ def _record_extension(run_dirs: list[str], configs: list[dict], old_total: int, 
             {"from_total_steps": old_total, "to_total_steps": new_total, "at_step": at_step,
              "time": datetime.datetime.now(datetime.timezone.utc).isoformat()}]
         atomic_write_json(os.path.join(d, RUN_CONFIG), rc)
+
+
+def _never_checkpointed(path: str) -> bool:
+    """Whether config.json at `path` marks a run that cannot checkpoint (IPPO on a ParallelEnv)."""
+    try:
+        with open(path) as f:
+            return json.load(f).get("checkpointed") is False
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _member_config(d: str) -> dict | None:
@@ -552,6 +635,10 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
         raise ValueError(f"resume: expected a run directory containing {RUN_CONFIG}, got "
                          f"{run_dir!r}")
     ckpt = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isfile(ckpt) and _never_checkpointed(path):
+        raise ValueError(f"resume: {run_dir!r} is an IPPO run on a PettingZoo ParallelEnv stepped "
+                         f"from Python, whose state cannot be checkpointed; such runs cannot "
+                         f"resume (train on the env's functional core to get checkpoints)")
     if not os.path.isfile(ckpt):
         raise ValueError(f"resume: {run_dir!r} has no {CHECKPOINT} yet (interrupted before the "
                          f"first checkpoint); start a new run instead")
