@@ -302,16 +302,40 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
     return out
 
 
+def expand_sweeps(paths: list[str]) -> list[str]:
+    """Run directories of the arguments: a jaxrl-sweep directory (it holds sweep.json) stands for
+    the current run directories of all its trials, in the ranked order of its summary.csv."""
+    out = []
+    for p in paths:
+        if not os.path.isfile(os.path.join(p, "sweep.json")):
+            out.append(p)
+            continue
+        summary = os.path.join(p, "summary.csv")
+        if os.path.isfile(summary):
+            with open(summary) as handle:
+                out += [os.path.join(p, d) for row in csv.DictReader(handle)
+                        for d in row["run_dirs"].split(";") if d]
+        else:  # interrupted before its first summary: every trial's run directories
+            runs = os.path.join(p, "runs")
+            for trial in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+                t = os.path.join(runs, trial)
+                out += sorted(os.path.join(t, d) for d in os.listdir(t)
+                              if os.path.isfile(os.path.join(t, d, "config.json")))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="run directories")
+    parser.add_argument("runs", nargs="+", help="run directories, or jaxrl-sweep directories "
+                                                "(standing for all their trials' runs)")
     parser.add_argument("--out", default="docs/results.md")
     parser.add_argument("--figures", default="docs/figures")
     parser.add_argument("--robustness", action="store_true", help="also map each best policy over the recool grid")
     parser.add_argument("--refine", type=int, default=0, metavar="N",
                         help="also polish each run's best gate within 17.25 ns with N GRAPE iterations")
     args = parser.parse_args(argv)
-    runs = [read_run(d) for d in args.runs if os.path.exists(os.path.join(d, "progress.csv"))]
+    runs = [read_run(d) for d in expand_sweeps(args.runs)
+            if os.path.exists(os.path.join(d, "progress.csv"))]
     if not runs:
         parser.error("no run directory with a progress.csv among the arguments")
     if args.refine < 0:
