@@ -79,9 +79,12 @@ def main(argv=None) -> int:
             """) + config + "\n")
         ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "jaxrl_agents.sweep.cli", spec, "--progress", "off"],
-                       cwd=ROOT, env=dict(os.environ, RAY_TMPDIR=ray_tmp), check=True,
-                       capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "jaxrl_agents.sweep.cli", spec,
+                               "--progress", "off"], cwd=ROOT,
+                              env=dict(os.environ, RAY_TMPDIR=ray_tmp), capture_output=True,
+                              text=True)
+        if done.returncode:
+            sys.exit(f"jaxrl-sweep failed:\n{done.stdout}\n{done.stderr}")
         command_wall = time.perf_counter() - t0
         subprocess.run(["rm", "-rf", ray_tmp], check=False)
         runs = os.path.join(tmp, "one", "runs")
