@@ -14,7 +14,6 @@ from gymnax.wrappers import FlattenObservationWrapper, LogWrapper
 
 import quantgate_env
 from quantgate_env import gymnax as qg
-from quantgate_env._jax_stacks import episode_reset
 
 # Short pulses at the paper's 50 ps samples: 10 steps of K = 3 (the pulse ends the 10th step).
 SHORT = dict(pulse_length=30, T=1.5)
@@ -158,9 +157,14 @@ def test_step_env_on_a_finished_episode_simulates_nothing():
     for t in range(N_STEPS):
         obs, state, reward, terminated, _ = step_env(jax.random.PRNGKey(t), state, jnp.zeros(3), params)
     assert terminated and np.isfinite(obs).all() and np.isfinite(reward)
-    obs, after, reward, terminated, _ = step_env(jax.random.PRNGKey(99), state, jnp.zeros(3), params)
-    assert terminated and np.isnan(obs).all() and np.isnan(reward)
+    last_obs = obs
+    obs, after, reward, terminated, _ = step_env(jax.random.PRNGKey(99), state, jnp.ones(3), params)
+    # the core's frozen state: same state and observation, reward 0, the flags kept
+    assert terminated and float(reward) == 0.0
+    np.testing.assert_array_equal(obs, last_obs)
     assert int(after.core.idx) == int(state.core.idx) == 30 and int(after.time) == N_STEPS
+    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("resample", [True, False])
@@ -168,7 +172,7 @@ def test_autoreset_keeps_a_fixed_drift_device_and_redraws_a_resampled_one(resamp
     for core in (quantgate_env.make(**DRIFT, resample_drift=resample),
                  quantgate_env.make_multi(**DRIFT, resample_drift=resample)):
         _, state = core.reset(jax.random.PRNGKey(0), core.default_params)
-        _, new = episode_reset(core, jax.random.PRNGKey(1), state, core.default_params)
+        _, new = core.next_episode(jax.random.PRNGKey(1), state, core.default_params)
         _, drawn = core.reset(jax.random.PRNGKey(1), core.default_params)
         expected = drawn.device if resample else state.device
         np.testing.assert_array_equal(new.device.omega_q, expected.omega_q)

@@ -137,9 +137,17 @@ def test_time_limit_and_finished_states():
         obs, state, rewards, dones, infos = step_env(jax.random.PRNGKey(t), state, actions)
         assert bool(dones["__all__"]) == (t == 3)
     assert infos["truncated"].all() and not infos["terminated"].any()
-    obs, after, rewards, dones, infos = step_env(jax.random.PRNGKey(9), state, actions)
-    assert dones["__all__"] and np.isnan(rewards["q0"]) and np.isnan(obs["coupler"]).all()
+    last_obs = obs
+    obs, after, rewards, dones, infos = step_env(jax.random.PRNGKey(9), state, {a: jnp.ones(3) for a in AGENTS})
+    # the core's frozen state (the time limit marked it truncated): same state and observations,
+    # reward 0, dones kept; the observations come from the core state, none are stored
+    assert dones["__all__"] and float(rewards["q0"]) == 0.0 and infos["truncated"].all()
+    for agent in AGENTS:
+        np.testing.assert_array_equal(obs[agent], last_obs[agent])
     assert int(after.core.idx) == int(state.core.idx) == 12 and int(after.step) == 4
+    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(a, b)
+    assert not hasattr(after, "obs")
     # the auto-resetting step restarts instead
     obs, reset, rewards, dones, infos = env.step(jax.random.PRNGKey(9), state, actions)
     assert int(reset.step) == 0 and int(reset.core.idx) == 0 and not reset.done
@@ -159,7 +167,7 @@ def test_bad_input_is_a_clear_error_before_anything_runs():
         discrete.step(jax.random.PRNGKey(0), dstate, {a: jnp.zeros(3) for a in AGENTS})
     with pytest.raises(ValueError, match='get_avail_actions: action masks exist only with action_mode="discrete"'):
         env.get_avail_actions(state)
-    with pytest.raises(ValueError, match="mask_in_obs: expected False for JaxMARL"):
+    with pytest.raises(ValueError, match="mask_in_obs: an option of the PettingZoo adapter"):
         qj.make(**SHORT, action_mode="discrete", mask_in_obs=True)
     with pytest.raises(ValueError, match="line_id_in_obs: expected True or False, got 1"):
         qj.make(**SHORT, line_id_in_obs=1)

@@ -187,3 +187,17 @@ def test_physics_is_float64_and_global_x64_untouched():
     assert infos["q0"]["JT"].dtype == np.float64
     assert jax.config.read("jax_enable_x64") == before
 
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(mask_in_obs=True), 'mask_in_obs: action masks exist only with action_mode="discrete"'),
+        (dict(mask_in_obs=1), "mask_in_obs: expected True or False, got 1"),
+        (dict(DISCRETE, masked_action="clip"), r"masked_action: expected one of \('raise', 'execute'\), got 'clip'"),
+    ],
+)
+def test_adapter_options_are_checked_by_the_adapter(options, message):
+    """mask_in_obs and masked_action belong to this adapter (the functional core refuses them)."""
+    with pytest.raises(ValueError, match=message):
+        parallel_env(**options)

@@ -13,12 +13,25 @@ import math
 import numpy as np
 
 from .drift import DRIFT_RANGES
+from .hamiltonian import CONTROL_LINES
 from .metrics import OBJECTIVES
 from .validation import choice, finite_number
 
-__all__ = ["EnvConfig", "OOB_MODES"]
+__all__ = ["ACTION_MODES", "EnvConfig", "MultiGateConfig", "OOB_MODES", "PRECISIONS", "QUBIT_AMP_BOUND"]
 
 OOB_MODES = ("terminate", "clip")
+#: ``precision``: "float64" (the default; needs JAX's x64 mode) or "float32" (every array float32,
+#: traceable inside a float32 program; J_T errs by ~1e-7 to 1e-6, see the README's Precision).
+PRECISIONS = ("float64", "float32")
+ACTION_MODES = ("continuous", "discrete")
+
+#: Default qubit-line amplitude bound, rad/ns: 2 pi x 0.3 GHz. Flux-tuned transmons in
+#: Sycamore-class chips make excursions of a few hundred MHz during two-qubit gates; going further
+#: costs dephasing (flux-noise sensitivity grows away from the sweet spot) and flux-line
+#: bandwidth. With +-0.3 GHz on each qubit the qubit-qubit detuning (0.8588 GHz) stays above
+#: 0.2588 GHz > |alpha_q1| = 0.235 GHz, so the qubit lines alone cannot cross the |11>-|02>
+#: resonance: the coupler remains the gate's engine, the qubit lines trim phases and detunings.
+QUBIT_AMP_BOUND = 2.0 * math.pi * 0.3
 # Observations are float32 with every entry in [-obs_scale, obs_scale] (a unit-range feature times
 # obs_scale): obs_scale must be a normal float32, or the bounds of the observation Box overflow to
 # inf (above ~3.4e38) or every feature flushes towards 0 (below ~1.2e-38).
@@ -56,6 +69,8 @@ class EnvConfig:
         g_drift_mhz: coupling drift, MHz (independent per coupling).
         resample_drift: True: a new device at every reset; False: one device per environment
             instance, kept across auto-resets (what v1's domain-randomised env did).
+        precision: "float64" (default: the physics needs JAX's x64 mode, exact to ~1e-14) or
+            "float32" (every array float32, no x64 needed; sectors re-normalised every sample).
     """
 
     pulse_length: int = 1000
@@ -80,6 +95,7 @@ class EnvConfig:
     coupler_drift_mhz: float = 0.0
     g_drift_mhz: float = 0.0
     resample_drift: bool = True
+    precision: str = "float64"
 
     def __post_init__(self):
         for name in ("pulse_length", "n_time_steps"):
@@ -123,6 +139,7 @@ class EnvConfig:
         object.__setattr__(self, "qubit_drift_mhz", qubit_mhz)
         if not isinstance(self.resample_drift, bool):
             raise ValueError(f"resample_drift: expected True or False, got {self.resample_drift!r}")
+        choice("precision", self.precision, PRECISIONS)
 
     @property
     def dt(self) -> float:
@@ -163,3 +180,89 @@ class EnvConfig:
         if unknown:
             raise ValueError(f"unknown environment option(s) {unknown}; expected some of {sorted(known)}")
         return cls(**options)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiGateConfig:
+    """Static configuration of an environment with any tuple of control lines (frozen, hashable).
+
+    The single-line environment (``GateEnv``) is ``actuators=("coupler",)``, continuous.
+
+    Attributes:
+        env: the pulse, reward shaping, drift, oob mode and precision; the coupler line uses its
+            ``a_scale``/``a_norm_max``/``delta_scale``.
+        actuators: agents, one per control line, a non-empty tuple of distinct names from
+            ``("coupler", "q0", "q1")`` (agent order = this order).
+        q0_amp_bound, q1_amp_bound: |u_j| bounds of the qubit lines, rad/ns (``QUBIT_AMP_BOUND``).
+        action_mode: "continuous" (Box deltas in [-1, 1]^K) or "discrete" (K level indices).
+        n_levels: number of delta levels in discrete mode, odd >= 3 (level 0 = hold).
+    """
+
+    env: EnvConfig = EnvConfig()
+    actuators: tuple[str, ...] = CONTROL_LINES
+    q0_amp_bound: float = QUBIT_AMP_BOUND
+    q1_amp_bound: float = QUBIT_AMP_BOUND
+    action_mode: str = "continuous"
+    n_levels: int = 5
+
+    def __post_init__(self):
+        if not isinstance(self.env, EnvConfig):
+            raise ValueError(f"env: expected quantgate_env.EnvConfig, got {type(self.env).__name__}")
+        actuators = self.actuators
+        if isinstance(actuators, str) or not isinstance(actuators, (tuple, list)) or not actuators:
+            raise ValueError(f"actuators: expected a non-empty tuple of names from {CONTROL_LINES}, got {actuators!r}")
+        for name in actuators:
+            choice("actuators", name, CONTROL_LINES)
+        if len(set(actuators)) != len(actuators):
+            raise ValueError(f"actuators: expected distinct names, got {tuple(actuators)!r}")
+        object.__setattr__(self, "actuators", tuple(actuators))
+        for name in ("q0_amp_bound", "q1_amp_bound"):
+            value = finite_number(name, getattr(self, name))
+            if value <= 0:
+                raise ValueError(f"{name}: expected a positive bound in rad/ns, got {value!r}")
+            object.__setattr__(self, name, value)
+        choice("action_mode", self.action_mode, ACTION_MODES)
+        n = self.n_levels
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 3 or n % 2 == 0:
+            raise ValueError(
+                f"n_levels: expected an odd integer >= 3 (so that level 0, hold, exists and no mask is empty), got {n!r}"
+            )
+        object.__setattr__(self, "n_levels", int(n))
+
+    def bound(self, line: str) -> float:
+        """|u| bound of a line, rad/ns."""
+        return {"coupler": self.env.amp_bound, "q0": self.q0_amp_bound, "q1": self.q1_amp_bound}[line]
+
+    def delta(self, line: str) -> float:
+        """rad/ns of amplitude change per unit action on a line (the coupler's scaled by bound)."""
+        if line == "coupler":  # exactly GateEnv's delta
+            return self.env.delta_per_action
+        # bound x ratio (the ratio is exactly 1.0 by default): a full action from 0 lands exactly
+        # on the line's bound, not one rounding step beyond it
+        return self.bound(line) * (self.env.delta_per_action / self.env.amp_bound)
+
+    @property
+    def levels(self) -> np.ndarray:
+        """(n_levels,) discrete delta levels in units of action, linspace(-1, 1, n_levels)."""
+        return np.linspace(-1.0, 1.0, self.n_levels)
+
+    @classmethod
+    def from_options(cls, **options) -> MultiGateConfig:
+        """Build from keyword options: this class's fields and ``EnvConfig``'s, mixed freely."""
+        own = {f.name for f in dataclasses.fields(cls)} - {"env"}
+        env_fields = {f.name for f in dataclasses.fields(EnvConfig)}
+        adapter = sorted(set(options) & set(ADAPTER_OPTIONS))
+        if adapter:
+            raise ValueError(
+                f"{', '.join(adapter)}: an option of the PettingZoo adapter "
+                "(quantgate_env.pettingzoo.parallel_env(...)), not of the functional core; got "
+                + ", ".join(f"{k}={options[k]!r}" for k in adapter))
+        unknown = sorted(set(options) - own - env_fields)
+        if unknown:
+            raise ValueError(f"unknown environment option(s) {unknown}; expected some of {sorted(own | env_fields)}")
+        env = EnvConfig(**{k: v for k, v in options.items() if k in env_fields})
+        return cls(env=env, **{k: v for k, v in options.items() if k in own})
+
+
+#: Options that change only the PettingZoo adapter (observation dicts, masked-action policy).
+ADAPTER_OPTIONS = ("mask_in_obs", "masked_action")

@@ -44,7 +44,7 @@ def no_drift() -> DriftParams:
     return DriftParams(*(jnp.zeros(()) for _ in DriftParams._fields))
 
 
-def draw_device(key: jax.Array, nominal: DeviceParams, drift: DriftParams) -> DeviceParams:
+def draw_device(key: jax.Array, nominal: DeviceParams, drift: DriftParams, dtype=None) -> DeviceParams:
     """Draw a drifted device (pure, vmap-able).
 
     Each kind of drift has its own sub-key (the fraction uses ``key`` itself, the others
@@ -54,12 +54,13 @@ def draw_device(key: jax.Array, nominal: DeviceParams, drift: DriftParams) -> De
         key: PRNG key.
         nominal: device parameters in GHz.
         drift: half-widths.
+        dtype: float dtype of the draws (default: JAX's default float).
 
     Returns:
         the drifted device (GHz); equal to ``nominal`` when all half-widths are zero.
     """
     def uniform(k, shape=()):
-        return jax.random.uniform(k, shape, minval=-1.0, maxval=1.0, dtype=jnp.result_type(float))
+        return jax.random.uniform(k, shape, minval=-1.0, maxval=1.0, dtype=jnp.result_type(float) if dtype is None else dtype)
 
     omega_q = nominal.omega_q * (1.0 + drift.qubit_fraction * uniform(key, (2,)))
     omega_q = omega_q + 1e-3 * drift.qubit_mhz * uniform(jax.random.fold_in(key, 4), (2,))

@@ -47,9 +47,10 @@ def _compiled(core: GateEnv):
         obs, state = core.reset(sub, params)
         return key, state, obs.astype(jnp.float32)
 
-    def reset_to(device):
-        obs, state = core.reset_to(device)
-        return state, obs.astype(jnp.float32)
+    def next_episode(key, state, params):
+        key, sub = jax.random.split(key)
+        obs, state = core.next_episode(sub, state, params)
+        return key, state, obs.astype(jnp.float32)
 
     def step(key, state, action, params):
         key, sub = jax.random.split(key)
@@ -58,7 +59,7 @@ def _compiled(core: GateEnv):
         packed = jnp.concatenate([jnp.ravel(x).astype(jnp.float64) for x in jax.tree.leaves((obs, reward, terminated, truncated, info))])
         return key, state, packed
 
-    return jax.jit(reset), jax.jit(reset_to), jax.jit(step)
+    return jax.jit(reset), jax.jit(next_episode), jax.jit(step)
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,10 +115,7 @@ def _compiled_vector(core: GateEnv):
         key, sub = jax.random.split(key)  # inside the compiled call: an eager split costs ~100 us
         keys = jax.random.split(sub, done.shape[0])
         obs, new_state, reward, term, trunc, info = jax.vmap(core.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
-        if core.config.resample_drift:
-            reset_obs, reset_state = jax.vmap(core.reset, in_axes=(0, None))(keys, params)
-        else:
-            reset_obs, reset_state = jax.vmap(core.reset_to)(state.device)
+        reset_obs, reset_state = jax.vmap(core.next_episode, in_axes=(0, 0, None))(keys, state, params)
 
         def pick(a, b):
             mask = done.reshape(done.shape + (1,) * (a.ndim - 1))
@@ -153,7 +151,7 @@ class GateGymEnv(gymnasium.Env):
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
         self.params = _device_params(self.core)
-        self._reset, self._reset_to, self._step = _compiled(self.core)
+        self._reset, self._next_episode, self._step = _compiled(self.core)
         self._key = None
         self._state = None
         self._ended = False  # the episode terminated or truncated: step() needs a reset() first
@@ -163,10 +161,10 @@ class GateGymEnv(gymnasium.Env):
         if seed is not None or self._key is None:
             self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
         with x64_scope():
-            if self._state is not None and not self.core.config.resample_drift:
-                self._state, obs = self._reset_to(self._state.device)
-            else:
+            if self._state is None:
                 self._key, self._state, obs = self._reset(self._key, self.params)
+            else:  # the core's rule: a fresh device (resampled drift) or the same one (fixed drift)
+                self._key, self._state, obs = self._next_episode(self._key, self._state, self.params)
         self._ended = False
         return np.asarray(obs), {}
 

@@ -9,8 +9,9 @@ reward or flag logic here):
     obs, state = env.reset(key, params)
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
-Options are those of ``quantgate_env.make`` / ``make_multi``, passed through unchanged. The physics
-is float64: trace and run under ``jax.enable_x64(True)`` (the core raises otherwise).
+Options are those of ``quantgate_env.make`` / ``make_multi``, passed through unchanged. With the
+default ``precision="float64"`` trace and run under ``jax.enable_x64(True)`` (the core raises
+otherwise); ``precision="float32"`` traces in a float32 program, no x64 needed.
 
 Flags. ``terminated``: the pulse ended (a natural end: do not bootstrap). ``truncated``: the core
 truncated (a line left its bound in ``oob_mode="terminate"``) or ``max_steps_in_episode`` steps
@@ -23,8 +24,8 @@ one's last observation. The new device is drawn with the step's key (``resample_
 is the finished episode's device (fixed drift), exactly as ``GateEnv.step_autoreset``; with the
 default ``max_steps_in_episode`` the outputs equal ``GateEnv.step_autoreset`` with the same key
 (observation and reward cast to float32). ``step_env`` (no reset) on a finished state simulates
-nothing: it returns the state unchanged with NaN observation and reward, so a stale state is
-never silently played past the end of the pulse.
+nothing: the core returns the state frozen (same state and observation, reward 0, flags kept), so
+a stale state is never played past the end of the pulse.
 
 Observations are float32 (``observation_space``), rewards float32, info entries as the core
 returns them (float64 metrics). Old clients of the five-value step (rejax 0.1.3) take
@@ -49,7 +50,8 @@ except ImportError as error:  # the optional extra is not installed
 
 from . import env as _env
 from . import marl as _marl
-from ._jax_stacks import check_action_shape, check_params, episode_reset, select_where
+from ._jax_stacks import check_params, select_where
+from .validation import check_action_shape
 
 __all__ = [
     "GateGymnaxEnv",
@@ -151,7 +153,7 @@ class _GateGymnax(environment.Environment):
         obs_st, state_st, reward, terminated, info = self.step_env(key, state, action, params)
         truncated = self.is_truncated(state_st, params)
         done = terminated | truncated
-        core_obs, core_state = episode_reset(self.core, key, state_st.core, params.core)
+        core_obs, core_state = self.core.next_episode(key, state_st.core, params.core)
         state_re = GymnaxState(time=jnp.zeros((), jnp.int32), core=core_state,
                                terminated=jnp.zeros((), bool), truncated=jnp.zeros((), bool))
         state = select_where(done, state_re, state_st)
@@ -170,8 +172,9 @@ class _GateGymnax(environment.Environment):
     def step_env(self, key: jax.Array, state: GymnaxState, action: jax.Array, params: GymnaxParams):
         """One step without reset, gymnax 1.0's five values (``truncated``: ``is_truncated``).
 
-        A state whose episode already ended is returned unchanged, with NaN observation and
-        reward (nothing is simulated past the end of an episode).
+        A state whose episode already ended is frozen by the core: the same state and
+        observation, reward 0, the flags kept (nothing is simulated past the end of an episode).
+        The time limit marks the core state truncated, so the core freezes it too.
         """
         check_params(params, GymnaxParams, "params")
         check_action_shape("action", action, (self._action_dim,), integer=False)
@@ -180,15 +183,12 @@ class _GateGymnax(environment.Environment):
         obs, core_state, reward, terminated, truncated, info = self.core.step(
             key, state.core, self._core_action(action), params.core)
         obs, reward, terminated, truncated, info = self._from_core(obs, reward, terminated, truncated, info)
-        time = state.time + 1
+        time = state.time + jnp.where(state.terminated | state.truncated, 0, 1).astype(state.time.dtype)
         # A time limit reached on the pulse's last step is its natural end, not a truncation.
         truncated = truncated | ((time >= params.max_steps_in_episode) & ~terminated)
-        stepped = GymnaxState(time=time, core=core_state, terminated=terminated, truncated=truncated)
-        over = state.terminated | state.truncated
-        state = select_where(over, state, stepped)
-        obs = jnp.where(over, jnp.nan, obs)
-        reward = jnp.where(over, jnp.nan, reward)
-        return obs, state, reward, state.terminated, info
+        core_state = core_state._replace(truncated=truncated)
+        state = GymnaxState(time=time, core=core_state, terminated=terminated, truncated=truncated)
+        return obs, state, reward, terminated, info
 
     def is_terminated(self, state: GymnaxState, params: GymnaxParams) -> jax.Array:
         """() bool: the last step ended the pulse."""

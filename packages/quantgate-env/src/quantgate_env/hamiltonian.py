@@ -75,18 +75,20 @@ class SectorDrift(NamedTuple):
     h2: jnp.ndarray
 
 
-def full_drift_hamiltonian(device: DeviceParams) -> jnp.ndarray:
+def full_drift_hamiltonian(device: DeviceParams, dtype=None) -> jnp.ndarray:
     """The 27x27 drift Hamiltonian H(u=0) in rad/ns (real symmetric).
 
     Args:
         device: parameters in GHz; fields may be traced arrays.
+        dtype: float dtype of the result (default: JAX's default float, float64 under x64); the
+            float32 environments pass float32 so that nothing is promoted under x64.
 
     Returns:
         (27, 27) float array.
     """
     # Constant operators take the dtype of the parameters, so the same code traces in float64
     # (the default) or in float32 (only to measure the float32 error, spec 1.5).
-    dtype = jnp.result_type(float)
+    dtype = jnp.result_type(float) if dtype is None else dtype
     omegas = (device.omega_q[0], device.omega_q[1], device.omega_c)
     alphas = (device.alpha_q[0], device.alpha_q[1], device.alpha_c)
     h = jnp.zeros((27, 27), dtype=dtype)
@@ -129,11 +131,11 @@ def full_control_hamiltonian() -> np.ndarray:
     return _NUMBER[2].copy()
 
 
-def sector_drift(device: DeviceParams) -> SectorDrift:
+def sector_drift(device: DeviceParams, dtype=None) -> SectorDrift:
     """Restrict the full drift Hamiltonian to the N=1 and N=2 blocks.
 
     Built from the full 27-dim operator rather than by hand so that the blocks cannot drift from
     the model they claim to be; it runs once per device (per reset), never per sample.
     """
-    h = full_drift_hamiltonian(device)
+    h = full_drift_hamiltonian(device, dtype)
     return SectorDrift(h1=h[np.ix_(SECTOR1_IDX, SECTOR1_IDX)], h2=h[np.ix_(SECTOR2_IDX, SECTOR2_IDX)])

@@ -9,7 +9,8 @@ per control line, coupler, q0, q1, all steering one gate; no physics, reward, ma
     obs, state, rewards, dones, infos = env.step(key, state, actions)
     env.get_avail_actions(state)                          # discrete mode: the core's masks
 
-The physics is float64: trace and run under ``jax.enable_x64(True)`` (the core raises otherwise).
+With the default ``precision="float64"`` trace and run under ``jax.enable_x64(True)`` (the core
+raises otherwise); ``precision="float32"`` traces in a float32 program, no x64 needed.
 
 * Observations: float32 (24 + K + 1,) per agent as the core's (layout in ``quantgate_env.marl``).
   The three lines see the same gate, so without their own amplitudes the observations would be
@@ -26,8 +27,8 @@ The physics is float64: trace and run under ``jax.enable_x64(True)`` (the core r
 * Auto-reset: ``step`` restarts a finished episode at once (JaxMARL's convention), with a fresh
   device drawn with the step's key (``resample_drift=True``) or the same device (fixed drift),
   exactly as ``MultiGateEnv.step_autoreset`` with the same key. ``step_env`` (no reset) on a
-  finished state simulates nothing: it returns the state unchanged with NaN observations and
-  rewards, so a stale state is never silently played past the end of the pulse.
+  finished state simulates nothing: the core returns it frozen (same state and observations,
+  reward 0, dones kept), so a stale state is never played past the end of the pulse.
 * Discrete mode: actions are level indices, () int for K = 1 (``Discrete(n_levels)``), else (K,)
   (``MultiDiscrete``). Masks are *not* enforced inside jit: a masked action is played as proposed
   and flagged in ``infos["masked_action"]``; sample with ``get_avail_actions`` to stay in bounds.
@@ -50,8 +51,9 @@ except ImportError as error:  # the optional extra is not installed
     ) from error
 
 from . import marl as _marl
-from ._jax_stacks import check_action_dict, episode_reset, select_where
-from .env import EnvParams
+from ._jax_stacks import select_where
+from .core import EnvParams
+from .validation import check_action_dict
 
 __all__ = ["GateMARLEnv", "GateMARLState", "make"]
 
@@ -61,23 +63,19 @@ _NOT_SCALAR_INFO = ("amps", "action_mask")
 
 @struct.dataclass
 class GateMARLState(State):
-    """JaxMARL state: the core state, the core observations of it, and episode bookkeeping.
+    """JaxMARL state: the core state and JaxMARL's episode bookkeeping.
+
+    The observations are the core's of ``core`` (``MultiGateEnv.observe``), and the episode-end
+    flags are the core's (``core.terminated``, ``core.truncated``; ``max_steps`` marks the core
+    state truncated), so nothing is stored twice.
 
     Attributes:
         done: () bool, the last step ended the episode (JaxMARL's field).
         step: () int32 steps since the reset (JaxMARL's field).
         core: the core's ``MultiGateState``.
-        obs: {agent: (24 + K + 1,) float32} the core's observations of ``core``, cast (kept
-            because the observation's time feature is the one before the step, which the core
-            state alone no longer holds; ``get_obs`` reads it).
-        terminated: () bool, the last step ended the pulse.
-        truncated: () bool, the last step truncated (out of bounds, or ``max_steps``).
     """
 
     core: Any
-    obs: Any
-    terminated: jax.Array
-    truncated: jax.Array
 
 
 class GateMARLEnv(MultiAgentEnv):
@@ -98,8 +96,6 @@ class GateMARLEnv(MultiAgentEnv):
             raise ValueError(f"core: expected quantgate_env.MultiGateEnv (quantgate_env.make_multi(...)), got {type(core).__name__}")
         if not isinstance(line_id_in_obs, bool):
             raise ValueError(f"line_id_in_obs: expected True or False, got {line_id_in_obs!r}")
-        if core.config.mask_in_obs:
-            raise ValueError("mask_in_obs: expected False for JaxMARL (masks come from env.get_avail_actions(state)), got True")
         params = core.default_params if params is None else params
         if not isinstance(params, EnvParams):
             raise ValueError(f"params: expected quantgate_env.EnvParams (e.g. core.default_params), got {type(params).__name__}")
@@ -168,7 +164,7 @@ class GateMARLEnv(MultiAgentEnv):
         """
         obs_st, state_st, rewards, dones, infos = self.step_env(key, state, actions)
         if reset_state is None:
-            reset_state = self._start(*episode_reset(self.core, key, state_st.core, self.params))[1]
+            reset_state = self._start(*self.core.next_episode(key, state_st.core, self.params))[1]
         done = dones["__all__"]
         state = select_where(done, reset_state, state_st)
         obs = select_where(done, self.get_obs(reset_state), obs_st)
@@ -180,32 +176,29 @@ class GateMARLEnv(MultiAgentEnv):
             raise ValueError(f"state: expected quantgate_env.jaxmarl.GateMARLState (from env.reset), got {type(state).__name__}")
         shape = () if (self._discrete and self._k == 1) else (self._k,)
         check_action_dict(actions, tuple(self.agents), shape, integer=self._discrete)
-        core_obs, core_state, rewards, terminated, truncated, infos = self.core.step(
+        _, core_state, rewards, terminated, truncated, infos = self.core.step(
             key, state.core, {a: actions[a] for a in self.agents}, self.params)
         first = self.agents[0]  # team values: every agent has the same
-        step = state.step + 1
+        step = state.step + jnp.where(state.done, 0, 1).astype(state.step.dtype)  # a frozen state stays
         terminated = terminated[first]
         truncated = truncated[first] | ((step >= self.max_steps) & ~terminated)
         done = terminated | truncated
-        stepped = GateMARLState(done=done, step=step, core=core_state, obs=_float32(core_obs),
-                                terminated=terminated, truncated=truncated)
-        over = state.done  # a finished episode: nothing more is simulated
-        state = select_where(over, state, stepped)
-        obs = jax.tree.map(lambda x: jnp.where(over, jnp.nan, x), self.get_obs(stepped))
-        reward = jnp.where(over, jnp.nan, rewards[first].astype(jnp.float32))
-        done = state.done
+        # the time limit marks the core state truncated, so the core freezes it like its own ends
+        state = GateMARLState(done=done, step=step, core=core_state._replace(truncated=truncated))
+        reward = rewards[first].astype(jnp.float32)
         flat = {key: jnp.stack([infos[a][key] for a in self.agents])
                 for key in infos[first] if key not in _NOT_SCALAR_INFO}
-        flat["terminated"] = jnp.full((self.num_agents,), state.terminated)
-        flat["truncated"] = jnp.full((self.num_agents,), state.truncated)
+        flat["terminated"] = jnp.full((self.num_agents,), terminated)
+        flat["truncated"] = jnp.full((self.num_agents,), truncated)
         dones = {**dict.fromkeys(self.agents, done), "__all__": done}
-        return obs, state, dict.fromkeys(self.agents, reward), dones, flat
+        return self.get_obs(state), state, dict.fromkeys(self.agents, reward), dones, flat
 
     def get_obs(self, state: GateMARLState) -> dict:
         """{agent: (obs_dim,) float32}: the core's observation (+ the one-hot line id)."""
+        core_obs = self.core.observe(state.core)
         obs = {}
         for i, agent in enumerate(self.agents):
-            o = state.obs[agent]
+            o = core_obs[agent].astype(jnp.float32)
             if self.line_id_in_obs:
                 o = jnp.concatenate([o, jax.nn.one_hot(i, self.num_agents, dtype=jnp.float32)])
             obs[agent] = o
@@ -226,14 +219,9 @@ class GateMARLEnv(MultiAgentEnv):
     # ---- helpers -----------------------------------------------------------------------------
 
     def _start(self, core_obs, core_state) -> tuple[dict, GateMARLState]:
-        false = jnp.zeros((), bool)
-        state = GateMARLState(done=false, step=jnp.zeros((), jnp.int32), core=core_state, obs=_float32(core_obs),
-                              terminated=false, truncated=false)
+        del core_obs  # get_obs observes the core state itself
+        state = GateMARLState(done=jnp.zeros((), bool), step=jnp.zeros((), jnp.int32), core=core_state)
         return self.get_obs(state), state
-
-
-def _float32(obs: dict) -> dict:
-    return {agent: o.astype(jnp.float32) for agent, o in obs.items()}
 
 
 def make(*, params: EnvParams | None = None, line_id_in_obs: bool = False, max_steps: int | None = None,

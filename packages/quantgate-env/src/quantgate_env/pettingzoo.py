@@ -14,7 +14,6 @@ are never rewritten: anything outside the space or masked raises a ValueError na
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -26,9 +25,11 @@ import pettingzoo  # the PettingZoo package (absolute import; this module is qua
 
 from .marl import MultiGateEnv, make_multi
 from .precision import x64_scope
-from .validation import real_array
+from .validation import choice, real_array
 
 __all__ = ["GateParallelEnv", "parallel_env"]
+
+MASKED_ACTION_MODES = ("raise", "execute")
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,11 +40,11 @@ def _compiled(core: MultiGateEnv):
         obs, state = core.reset(key, params)
         return obs, state, core.reset_info(state)
 
-    def reset_to(device):
-        obs, state = core.reset_to(device)
+    def next_episode(key, state, params):
+        obs, state = core.next_episode(key, state, params)
         return obs, state, core.reset_info(state)
 
-    return jax.jit(reset), jax.jit(reset_to), jax.jit(core.step)
+    return jax.jit(reset), jax.jit(next_episode), jax.jit(core.step)
 
 
 def _numpy_mask(mask: np.ndarray, k: int):
@@ -56,8 +57,15 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
     """Cooperative multi-actuator gate environment (one agent per control line).
 
     Build with ``parallel_env(**options)``: options of ``MultiGateConfig`` (actuators,
-    q0_amp_bound, q1_amp_bound, action_mode, n_levels, mask_in_obs, masked_action) and of
-    ``EnvConfig`` (pulse_length, oob_mode, drift, ...). Every agent receives the team reward; all
+    q0_amp_bound, q1_amp_bound, action_mode, n_levels), of ``EnvConfig`` (pulse_length, oob_mode,
+    drift, precision, ...) and this adapter's own:
+
+    * ``mask_in_obs`` (False): observations become {"observation", "action_mask"} dicts
+      (discrete mode only);
+    * ``masked_action`` ("raise"): a masked discrete action is a ValueError, never rewritten;
+      "execute" plays it as proposed (the oob mode then applies; ``info[agent]["masked_action"]``
+      flags it), for tests that sample without masks.
+ Every agent receives the team reward; all
     agents end together (terminated at the end of the pulse, truncated when any line leaves its
     bound in ``oob_mode="terminate"``). ``infos[agent]`` holds JT, concurrence, unitarity,
     tv_penalty, oob, t, leakage_increase, amps, excess, cost and, in discrete mode, action_mask
@@ -66,9 +74,15 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
 
     metadata = {"name": "quantgate_marl_v0", "render_modes": [], "is_parallelizable": True}
 
-    def __init__(self, **options):
+    def __init__(self, *, mask_in_obs: bool = False, masked_action: str = "raise", **options):
         self.core: MultiGateEnv = make_multi(**options)
         cfg = self.core.config
+        if not isinstance(mask_in_obs, bool):
+            raise ValueError(f"mask_in_obs: expected True or False, got {mask_in_obs!r}")
+        if mask_in_obs and cfg.action_mode != "discrete":
+            raise ValueError('mask_in_obs: action masks exist only with action_mode="discrete"; got action_mode="continuous"')
+        choice("masked_action", masked_action, MASKED_ACTION_MODES)
+        self.mask_in_obs, self.masked_action = mask_in_obs, masked_action
         self._discrete = cfg.action_mode == "discrete"
         self._k = cfg.env.n_time_steps
         self.possible_agents = list(self.core.agents)
@@ -76,9 +90,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         self.params = self.core.default_params
         self._action_spaces = {a: self.core.action_space(a) for a in self.possible_agents}
         self._observation_spaces = {a: self._make_observation_space(a) for a in self.possible_agents}
-        # mask_in_obs and masked_action only change this adapter: compile one core for all of them
-        physics = MultiGateEnv(dataclasses.replace(cfg, mask_in_obs=False, masked_action="raise"))
-        self._reset, self._reset_to, self._step = _compiled(physics)
+        self._reset, self._next_episode, self._step = _compiled(self.core)
         self._np_random = None
         self._key = None
         self._state = None
@@ -87,7 +99,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
 
     def _make_observation_space(self, agent: str) -> gymnasium.spaces.Space:
         box = self.core.observation_space(agent)
-        if not self.core.config.mask_in_obs:
+        if not self.mask_in_obs:
             return box
         n = self.core.config.n_levels
         mask_space = gymnasium.spaces.MultiBinary(n)
@@ -126,10 +138,10 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
             self._key = jax.random.PRNGKey(int(self._np_random.integers(2**31)))
         self._key, sub = jax.random.split(self._key)
         with x64_scope():
-            if self._state is not None and not self.core.config.env.resample_drift:
-                obs, self._state, infos = self._reset_to(self._state.device)
-            else:
+            if self._state is None:
                 obs, self._state, infos = self._reset(sub, self.params)
+            else:  # the core's rule: a fresh device (resampled drift) or the same one (fixed drift)
+                obs, self._state, infos = self._next_episode(sub, self._state, self.params)
             obs, infos = self._convert(*jax.device_get((obs, infos)))
         self.agents = list(self.possible_agents)
         self.last_executed_actions = {}
@@ -192,7 +204,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         if np.any((array < 0) | (array >= n)):
             raise ValueError(f"{field}: expected levels in [0, {n}), got {array.tolist()}")
         levels = array.reshape(self._k).astype(np.int64)
-        if self.core.config.masked_action == "raise":
+        if self.masked_action == "raise":
             mask = self._masks[agent]
             for j, level in enumerate(levels):
                 if not mask[j, level]:
@@ -213,7 +225,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
             if self._discrete:
                 self._masks[agent] = info["action_mask"]
                 info["action_mask"] = _numpy_mask(info["action_mask"], self._k)
-                if self.core.config.mask_in_obs:
+                if self.mask_in_obs:
                     o = {"observation": o, "action_mask": _numpy_mask(self._masks[agent], self._k)}
             out_obs[agent], out_infos[agent] = o, info
         return out_obs, out_infos

@@ -1,18 +1,23 @@
 """Boundary checks shared by the public entry points: run in Python, before anything compiles.
 
-Every message names the argument, what was expected and what arrived.
+Every message names the argument, what was expected and what arrived. ``check_action_shape`` and
+``check_action_dict`` run at trace time (shapes and dtypes are static under jit and vmap): the
+functional core calls them in every step, so every adapter (gymnax, JaxMARL, Gymnasium,
+PettingZoo) goes through the same checks.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["finite_number", "positive_number", "choice", "finite_array", "real_array"]
+__all__ = ["finite_number", "positive_number", "choice", "finite_array", "real_array", "check_action_shape",
+           "check_action_dict"]
 
 # numpy dtype kinds that are real numbers: signed, unsigned, floating (not bool, complex, str, object)
 _REAL_KINDS = "iuf"
@@ -93,3 +98,44 @@ def finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple
             f"{name}: expected finite values, got {array[first]} at index {first if len(first) > 1 else first[0]}"
         )
     return array
+
+
+def check_action_shape(name: str, action: Any, shape: tuple[int, ...], integer: bool) -> None:
+    """Trace-time check of one action's shape and kind (shapes are static under jit and vmap).
+
+    Args:
+        name: how the message names the action, e.g. ``"action"`` or ``"actions['q0']"``.
+        action: the (possibly traced) action; under vmap, one environment's action.
+        shape: the expected shape.
+        integer: True for discrete level indices (an integer or boolean dtype is required).
+
+    Raises:
+        ValueError: naming ``name``, the expected shape and the shape that arrived.
+    """
+    try:
+        got_shape, dtype = tuple(jnp.shape(action)), jnp.result_type(action)
+    except TypeError:
+        raise ValueError(f"{name}: expected an array of shape {shape}, got {type(action).__name__}") from None
+    if got_shape != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {got_shape}")
+    if integer and not (jnp.issubdtype(dtype, jnp.integer) or dtype == np.bool_):
+        raise ValueError(f"{name}: expected integer level indices, got dtype {dtype}")
+    if not integer and not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
+        raise ValueError(f"{name}: expected real numbers, got dtype {dtype}")
+
+
+def check_action_dict(actions: Any, agents: tuple[str, ...], shape: tuple[int, ...] | None, integer: bool) -> None:
+    """Trace-time check of an agent-keyed action dict: exactly one action per agent, each of
+    ``shape`` (``None``: the caller checks the shapes)."""
+    if not isinstance(actions, Mapping):
+        raise ValueError(f"actions: expected a dict {{agent: action}} for agents {agents}, got {type(actions).__name__}")
+    missing = [a for a in agents if a not in actions]
+    unknown = [a for a in actions if a not in agents]
+    if missing or unknown:
+        raise ValueError(
+            f"actions: expected one action per agent of {agents}, got keys {tuple(actions)}"
+            + (f" (missing {missing})" if missing else "") + (f" (unknown {unknown})" if unknown else "")
+        )
+    if shape is not None:
+        for agent in agents:
+            check_action_shape(f"actions[{agent!r}]", actions[agent], shape, integer)
