@@ -15,6 +15,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,14 +80,16 @@ def main(argv=None) -> int:
             """) + config + "\n")
         ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "jaxrl_agents.sweep.cli", spec,
-                               "--progress", "off"], cwd=ROOT,
-                              env=dict(os.environ, RAY_TMPDIR=ray_tmp), capture_output=True,
-                              text=True)
+        try:
+            done = subprocess.run([sys.executable, "-m", "jaxrl_agents.sweep.cli", spec,
+                                   "--progress", "off"], cwd=ROOT,
+                                  env=dict(os.environ, RAY_TMPDIR=ray_tmp), capture_output=True,
+                                  text=True)
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
         if done.returncode:
             sys.exit(f"jaxrl-sweep failed:\n{done.stdout}\n{done.stderr}")
         command_wall = time.perf_counter() - t0
-        subprocess.run(["rm", "-rf", ray_tmp], check=False)
         runs = os.path.join(tmp, "one", "runs")
         (trial,) = os.listdir(runs)
         with open(os.path.join(runs, trial, "trial_log.jsonl")) as f:
