@@ -118,3 +118,75 @@ def test_policy_rejects_wrong_params_and_files(tmp_path):
     (tmp_path / "policy.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ValueError, match="format"):
         Policy.load(str(tmp_path))
+
+
+def test_default_towers_are_flax_modules_initialised_as_before_flax():
+    """The default actor/critic are linen `MLP`s; `init` keeps the pre-Flax key schedule (split
+    into actor/critic, then one key per layer, host QR), so a seed gives the same parameters as
+    before, and the modules compute x @ kernel + bias with the named activation."""
+    import flax.linen as nn
+
+    from jaxrl_agents.common.networks import MLP, orthogonal
+
+    model = ActorCritic(6, "gaussian", (3,), hidden=(32, 16), activation="relu")
+    assert isinstance(model.actor, MLP) and isinstance(model.critic, nn.Module)
+    key = jax.random.PRNGKey(7)
+    params = model.init(key)
+    k_actor, k_critic = jax.random.split(key)
+    for net, k, n_out, head_gain in ((params["actor"]["net"], k_actor, 3, 0.01),
+                                     (params["critic"]["net"], k_critic, 1, 1.0)):
+        sizes, keys = (6, 32, 16, n_out), jax.random.split(k, 3)
+        for i in range(3):
+            gain = head_gain if i == 2 else math.sqrt(2)
+            np.testing.assert_array_equal(net[f"dense_{i}"]["kernel"],
+                                          orthogonal(keys[i], (sizes[i], sizes[i + 1]), gain))
+    # Forward pass == a numpy reference of the same parameters (float64 reference).
+    x = np.random.default_rng(0).normal(size=(4, 6))
+    ref = x
+    for i in range(3):
+        layer = params["critic"]["net"][f"dense_{i}"]
+        ref = ref @ np.asarray(layer["kernel"], np.float64) + np.asarray(layer["bias"], np.float64)
+        ref = np.maximum(ref, 0) if i < 2 else ref
+    np.testing.assert_allclose(model.value(params["critic"], x), ref[:, 0], rtol=1e-5, atol=1e-6)
+    # The module's own (flax) initialisers give the same layout, gains and zero biases.
+    own = model.actor.init(jax.random.PRNGKey(0), jnp.zeros((1, 6)))["params"]
+    assert jax.tree_util.tree_map(np.shape, own) == jax.tree_util.tree_map(
+        np.shape, params["actor"]["net"])
+    np.testing.assert_allclose(np.linalg.svd(np.asarray(own["dense_2"]["kernel"]),
+                                             compute_uv=False), 0.01, rtol=1e-5)
+    assert model.param_shapes()["actor"]["net"]["dense_1"]["kernel"] == (32, 16)
+
+
+def test_policy_directories_written_before_flax_still_load(tmp_path):
+    """A policy.json of format 1 (written before the towers were Flax modules) loads, and the
+    default network still writes exactly that format."""
+    model = ActorCritic(3, "categorical", (4,), hidden=(8,), activation="gelu")
+    params = model.init(jax.random.PRNGKey(1))
+    flat = {"actor/net/dense_0/kernel": params["actor"]["net"]["dense_0"]["kernel"],
+            "actor/net/dense_0/bias": params["actor"]["net"]["dense_0"]["bias"],
+            "actor/net/dense_1/kernel": params["actor"]["net"]["dense_1"]["kernel"],
+            "actor/net/dense_1/bias": params["actor"]["net"]["dense_1"]["bias"],
+            "critic/net/dense_0/kernel": params["critic"]["net"]["dense_0"]["kernel"],
+            "critic/net/dense_0/bias": params["critic"]["net"]["dense_0"]["bias"],
+            "critic/net/dense_1/kernel": params["critic"]["net"]["dense_1"]["kernel"],
+            "critic/net/dense_1/bias": params["critic"]["net"]["dense_1"]["bias"]}
+    old = tmp_path / "old"
+    old.mkdir()
+    np.savez(old / "params.npz", **{k: np.asarray(v) for k, v in flat.items()})
+    (old / "policy.json").write_text(json.dumps({
+        "format": "jaxrl_agents.Policy", "format_version": 1,
+        "network": {"obs_dim": 3, "action_kind": "categorical", "action_shape": [4],
+                    "hidden": [8], "activation": "gelu"}, "metadata": {"algo": "trpo"}}))
+    back = load_policy(str(old))
+    assert back.model == model and back.metadata == {"algo": "trpo"}
+    obs = np.random.default_rng(2).normal(size=(6, 3))
+    np.testing.assert_array_equal(back.action_probs(obs), Policy(model, params).action_probs(obs))
+
+    Policy(model, params).save(str(tmp_path / "new"))
+    spec = json.loads((tmp_path / "new" / "policy.json").read_text())
+    assert spec["format_version"] == 1
+    assert spec["network"] == json.loads((old / "policy.json").read_text())["network"]
+    spec["format_version"] = 3
+    (tmp_path / "new" / "policy.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="format_version 3 is newer"):
+        Policy.load(str(tmp_path / "new"))

@@ -1,18 +1,23 @@
-"""The explicit table from SB3 ``ActorCriticPolicy`` state_dict keys to MLP layers, with validation.
+"""The explicit table from SB3 ``ActorCriticPolicy`` state_dict keys to jaxrl-agents' Flax
+parameters, with validation.
 
 SB3 ``MlpExtractor`` holds ``policy_net`` and ``value_net`` as ``nn.Sequential(Linear, act, Linear,
 act, ...)``, so Linear layers sit at even indices 0, 2, 4, ... and activations (no parameters) at odd
 ones. Heads: ``action_net`` (mean for Box, logits for Discrete) and ``value_net``. Box policies add a
 state-independent ``log_std`` of shape (act_dim,).
 
-    SB3 key                                   shape (out, in)   ->  layer                kernel (in, out)
-    mlp_extractor.policy_net.{2i}.weight      (h_i, h_{i-1})        actor hidden i        transposed
-    mlp_extractor.policy_net.{2i}.bias        (h_i,)                actor hidden i bias
-    action_net.weight / .bias                 (act_dim, h_last)     actor head           transposed
-    mlp_extractor.value_net.{2i}.weight       (g_i, g_{i-1})        critic hidden i       transposed
-    mlp_extractor.value_net.{2i}.bias         (g_i,)                critic hidden i bias
-    value_net.weight / .bias                  (1, g_last)           critic head          transposed
-    log_std                                   (act_dim,)            log_std (Box only)
+    SB3 key                                 shape (out, in)  ->  Flax parameter path      (in, out)
+    mlp_extractor.policy_net.{2i}.weight    (h_i, h_{i-1})       actor/net/dense_i/kernel  transposed
+    mlp_extractor.policy_net.{2i}.bias      (h_i,)               actor/net/dense_i/bias
+    action_net.weight / .bias               (act_dim, h_last)    actor/net/dense_L/...     transposed
+    mlp_extractor.value_net.{2i}.weight     (g_i, g_{i-1})       critic/net/dense_i/kernel transposed
+    mlp_extractor.value_net.{2i}.bias       (g_i,)               critic/net/dense_i/bias
+    value_net.weight / .bias                (1, g_last)          critic/net/dense_L/...    transposed
+    log_std                                 (act_dim,)           actor/log_std (Box only)
+
+``actor/net`` and ``critic/net`` are the ``"params"`` collections of jaxrl-agents' default Flax
+towers (``common.networks.MLP``: ``nn.Dense`` layers named ``dense_0 .. dense_L``, ``L`` the number
+of hidden layers); ``jaxrl_agents.Policy`` checks every converted shape against those modules.
 
 torch ``Linear`` computes ``x @ W.T + b`` with ``W`` of shape (out, in); a Dense layer with kernel
 (in, out) computes ``x @ K + b``, so ``K = W.T`` exactly (no arithmetic, bit-identical float32).
@@ -55,7 +60,10 @@ class MlpWeights:
         log_std: (act_dim,) for Box policies, ``None`` for Discrete.
         obs_dim, act_dim: input size and action-head output size.
         pi_hidden, vf_hidden: hidden sizes read from the weights.
-        key_table: ``(sb3 key, destination, transposed)`` rows, in order, for display and audit.
+        key_table: ``(sb3 key, Flax parameter path, transposed)`` rows, in order, for display,
+            audit and `flax_params`.
+        flax_params: ``{Flax parameter path: float32 array}`` built from `key_table`, e.g.
+            ``"actor/net/dense_0/kernel"``: unflattened, the parameters of ``jaxrl_agents.Policy``.
     """
 
     actor: list
@@ -66,6 +74,7 @@ class MlpWeights:
     pi_hidden: tuple[int, ...]
     vf_hidden: tuple[int, ...]
     key_table: tuple
+    flax_params: dict
 
 
 def layer_counts(state: dict) -> tuple[int, int]:
@@ -114,15 +123,14 @@ def convert_state_dict(state: dict, *, discrete: bool, path, member: str = "poli
             "(ActorCriticPolicy with FlattenExtractor, separate pi/vf MLPs, no gSDE).")
     n_pi, n_vf = layer_counts(state)
 
-    table = []  # (sb3 key, destination, transposed)
+    table = []  # (sb3 key, Flax parameter path, transposed)
     for role, n in (("actor", n_pi), ("critic", n_vf)):
-        for i in range(n):
-            table.append((f"{_PREFIXES[role]}.{2 * i}.weight", f"{role}.hidden_{i}.kernel", True))
-            table.append((f"{_PREFIXES[role]}.{2 * i}.bias", f"{role}.hidden_{i}.bias", False))
-        table.append((f"{_HEADS[role]}.weight", f"{role}.head.kernel", True))
-        table.append((f"{_HEADS[role]}.bias", f"{role}.head.bias", False))
+        names = [f"{_PREFIXES[role]}.{2 * i}" for i in range(n)] + [_HEADS[role]]
+        for i, name in enumerate(names):  # the head is the tower's last Dense, dense_n
+            table.append((f"{name}.weight", f"{role}/net/dense_{i}/kernel", True))
+            table.append((f"{name}.bias", f"{role}/net/dense_{i}/bias", False))
     if not discrete:
-        table.append(("log_std", "actor.log_std", False))
+        table.append(("log_std", "actor/log_std", False))
 
     expected = {row[0] for row in table}
     missing = [k for k, _, _ in table if k not in state]
@@ -188,4 +196,9 @@ def convert_state_dict(state: dict, *, discrete: bool, path, member: str = "poli
             raise CheckpointError(path, member, f"log_std has shape {ls.shape}, expected ({act_dim},) "
                                   f"to match action_net.weight {state['action_net.weight'].shape}")
         log_std = ls.astype(np.float32)
-    return MlpWeights(actor, critic, log_std, int(obs_dim), int(act_dim), pi_hidden, vf_hidden, tuple(table))
+    # torch Linear weights are (out, in), Flax Dense kernels (in, out): a transpose, no arithmetic.
+    flax_params = {dest: np.ascontiguousarray(state[key].T if transposed else state[key],
+                                              dtype=np.float32)
+                   for key, dest, transposed in table}
+    return MlpWeights(actor, critic, log_std, int(obs_dim), int(act_dim), pi_hidden, vf_hidden,
+                      tuple(table), flax_params)

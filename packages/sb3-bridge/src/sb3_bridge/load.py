@@ -35,8 +35,9 @@ def load(path, *, activation: str | None = None):
     LeakyReLU / GELU.
 
     Network sizes come from the weights; the activation from the readable class name in ``data``
-    (SB3's default Tanh when ``policy_kwargs`` has none). Kernels are the torch weights transposed,
-    (out, in) -> (in, out), bit-identical float32.
+    (SB3's default Tanh when ``policy_kwargs`` has none). The weights become the parameters of
+    jaxrl-agents' default Flax towers (``keymap``'s table): kernels are the torch weights
+    transposed, (out, in) -> (in, out), bit-identical float32.
 
     Args:
         path: the ``.zip`` written by ``model.save``.
@@ -63,6 +64,7 @@ def load(path, *, activation: str | None = None):
     # CLI's help stay fast and usable where only numpy is installed.
     from jaxrl_agents import ActorCritic, Policy
     from jaxrl_agents.common.networks import ACTIVATIONS
+    from jaxrl_agents.run.fileio import unflatten_dict
 
     override = resolve_activation(activation)
     summary, state, version = read_checkpoint(path)
@@ -83,13 +85,9 @@ def load(path, *, activation: str | None = None):
         activation=jax_activation,
     )
 
-    def net(layers):
-        return {f"dense_{i}": {"kernel": k, "bias": b} for i, (k, b) in enumerate(layers)}
-
-    actor = {"net": net(weights.actor)}
-    if weights.log_std is not None:
-        actor["log_std"] = weights.log_std
-    params = {"actor": actor, "critic": {"net": net(weights.critic)}}
+    # The key table's Flax parameter paths -> the parameter tree of the default Flax towers;
+    # Policy checks every shape against those modules.
+    params = unflatten_dict(weights.flax_params)
     metadata = {
         "source": "sb3",
         "algorithm": summary.algorithm,

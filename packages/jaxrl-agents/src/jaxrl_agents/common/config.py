@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 
 import dataclasses
+import json
 import math
 from typing import Any
 
 import numpy as np
 
-from .networks import ACTIVATIONS
+from .envs import parse_env_options
+from .networks import ACTIVATIONS, network_spec
 
 __all__ = ["ValidatedConfig", "AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
 
@@ -28,13 +30,32 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
 
     ``check`` is one of: "pos_int", "nonneg_int", "pos_float", "nonneg_float", "unit_interval"
     (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf for
-    "off"), "activation", "hidden", "bool". Every float must be finite, except the explicit inf of
+    "off"), "activation", "hidden", "bool", "network" (None or "module:factory"), "options" (a
+    dict of JSON keyword options, kept as sorted (key, value) pairs so the config stays hashable).
+    Every float must be finite, except the explicit inf of
     "pos_float_or_inf".
     """
     return dataclasses.field(default=default, metadata={"check": check, "help": help})
 
 
 _FLOAT_CHECKS = ("pos_float", "nonneg_float", "unit_interval", "open_unit", "pos_float_or_inf")
+
+
+def _freeze(value):
+    # JSON lists become tuples (recursively): the config must stay hashable.
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _key_value_parser(flag: str):
+    """argparse type of a repeatable KEY=VALUE flag: one (key, value) pair, VALUE as JSON."""
+    def parse(item: str):
+        try:
+            return next(iter(parse_env_options([item], flag=flag).items()))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from e
+    return parse
 
 
 def _fail(name, expected, got):
@@ -102,6 +123,18 @@ def _check_value(name: str, check: str, value: Any) -> Any:
         if not isinstance(value, (bool, np.bool_)):
             _fail(name, "True or False", value)
         return bool(value)
+    if check == "network":
+        return None if value is None else network_spec(value)  # ValueError names "network"
+    if check == "options":
+        if isinstance(value, dict):
+            value = value.items()
+        try:
+            pairs = [(k, v) for k, v in value]
+        except (TypeError, ValueError):
+            _fail(name, "a dict of keyword options", value)
+        if any(not isinstance(k, str) or not k.isidentifier() for k, _ in pairs):
+            _fail(name, "option names that are Python identifiers", value)
+        return tuple(sorted((k, _freeze(v)) for k, v in pairs))
     raise AssertionError(f"unknown check {check!r} for field {name}")  # programming error
 
 
@@ -123,6 +156,9 @@ class ValidatedConfig:
         """The fields as JSON-ready values (``hidden`` as a list)."""
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
+        for f in dataclasses.fields(self):
+            if f.metadata["check"] == "options":
+                d[f.name] = {k: json.loads(json.dumps(v)) for k, v in getattr(self, f.name)}
         return d
 
 
@@ -142,6 +178,10 @@ class AlgoConfig(ValidatedConfig):
     adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
     hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
     activation: str = cfg_field("tanh", "activation", "hidden activation")
+    network: str | None = cfg_field(
+        None, "network", "MODULE:FACTORY of a user network, factory(obs_dim, n_outputs, **options) "
+        "-> (actor, critic) flax.linen modules; hidden/activation then do not apply")
+    network_options: tuple = cfg_field((), "options", "keyword options of the network factory")
 
     def _check_consistency(self) -> None:
         if self.total_steps < self.rollout_size:
@@ -204,6 +244,12 @@ def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> Non
             group.add_argument(flag, type=int, nargs="+", metavar="W", **kw)
         elif check == "activation":
             group.add_argument(flag, choices=activation_choices, **kw)
+        elif check == "network":
+            group.add_argument(flag, metavar="MODULE:FACTORY", **kw)
+        elif check == "options":  # --network-option KEY=VALUE, repeatable, as --env-option
+            kw["help"] = f"{help_}: KEY=VALUE, repeatable, VALUE parsed as JSON"
+            group.add_argument(flag[:-1], action="append", metavar="KEY=VALUE",
+                               type=_key_value_parser(flag[:-1]), **kw)
         elif check.endswith("int"):
             group.add_argument(flag, type=int, **kw)
         else:

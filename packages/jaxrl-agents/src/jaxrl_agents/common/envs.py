@@ -26,17 +26,17 @@ _REQUIRED_ATTRS = ("observation_space", "action_space", "max_episode_steps", "de
                    "eval_params")
 
 
-def parse_env_options(items: list[str] | None) -> dict[str, Any]:
+def parse_env_options(items: list[str] | None, flag: str = "--env-option") -> dict[str, Any]:
     """Parse ``["KEY=VALUE", ...]``: VALUE as JSON when possible (1, 0.5, true, null, [1, 2]),
-    Python's True/False/None, else a plain string."""
+    Python's True/False/None, else a plain string. `flag` names the option in errors."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise ValueError(f"--env-option: expected KEY=VALUE, got {item!r}")
+            raise ValueError(f"{flag}: expected KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         key = key.strip().replace("-", "_")
         if not key.isidentifier():
-            raise ValueError(f"--env-option: expected a Python identifier as KEY, got {key!r}")
+            raise ValueError(f"{flag}: expected a Python identifier as KEY, got {key!r}")
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:

@@ -1,9 +1,16 @@
-"""Actor-critic MLPs in plain JAX (parameters are nested dicts of float32 arrays).
+"""Actor-critic networks as Flax linen modules, the default towers and user-supplied ones.
 
-Mirrors Stable-Baselines3's ``ActorCriticPolicy`` as the paper used it: separate policy and value MLPs
-(no shared trunk), orthogonal initialisation with gain sqrt(2) for hidden layers, 0.01 for the policy
-head and 1 for the value head, zero biases, and for continuous actions a state-independent log-std
-initialised at 0 (std 1).
+`ActorCritic` is a frozen, hashable *definition* (a static `jit` argument) that holds two linen
+modules, the actor tower (observations -> distribution-head outputs) and the critic tower
+(observations -> one value), and puts the action distribution on top (`distributions.py`).
+
+The default towers (`MLP`) mirror Stable-Baselines3's ``ActorCriticPolicy`` as the paper used it:
+separate policy and value MLPs (no shared trunk), orthogonal initialisation with gain sqrt(2) for
+hidden layers, 0.01 for the policy head and 1 for the value head, zero biases, and for continuous
+actions a state-independent log-std initialised at 0 (std 1). A user replaces both towers with a
+factory ``factory(obs_dim, n_outputs, **options) -> (actor_module, critic_module)``, named
+``"module:factory"`` (`ActorCritic(network=...)`, ``jaxrl-train --network``); the log-std, masks
+and distributions stay the definition's.
 
 Parameter pytree (``L = len(hidden)``; kernels are ``(in, out)``, i.e. ``y = x @ kernel + bias``)::
 
@@ -13,6 +20,9 @@ Parameter pytree (``L = len(hidden)``; kernels are ``(in, out)``, i.e. ``y = x @
                 "log_std": (action_dim,)},          # Gaussian heads only
      "critic": {"net": {"dense_0": ..., "dense_L": {"kernel": (h_{L-1}, 1), "bias": (1,)}}}}
 
+``actor/net`` and ``critic/net`` are the towers' Flax ``"params"`` collections; for a user network
+they have whatever layout its modules define.
+
 Parameters are float32 whatever the global precision: the environment may run in float64 (the trainer
 enables x64), the networks never do; observations are cast to float32 on entry.
 """
@@ -20,16 +30,20 @@ enables x64), the networks never do; observations are cast to float32 on entry.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .distributions import Categorical, DiagGaussian, MultiCategorical
 
-__all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "mlp_init", "mlp_apply", "orthogonal"]
+__all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "MLP", "mlp_init", "mlp_apply", "orthogonal",
+           "resolve_network", "network_spec"]
 
 Params = dict[str, Any]
 
@@ -85,17 +99,121 @@ def mlp_init(key: jax.Array, sizes: tuple[int, ...], head_gain: float) -> Params
     return net
 
 
+class MLP(nn.Module):
+    """The default tower: Dense layers ``dense_0 .. dense_{L}`` with `activation` between them.
+
+    Its own initialisers are flax's orthogonal ones (gain sqrt(2) hidden, `head_gain` last) and
+    zero biases, so ``MLP(...).init`` works anywhere (also under `jit`). `ActorCritic.init` instead
+    fills the default towers with `mlp_init`, which splits the key per layer and does the QR on
+    the host exactly as before the towers were Flax modules: the same seed gives bit-identical
+    parameters (and paper runs), and no XLA QR is compiled.
+
+    Attributes:
+        features: output widths of the layers, ``(h0, ..., h_{L-1}, n_out)``.
+        activation: one of `ACTIVATIONS`, applied after every layer but the last.
+        head_gain: orthogonal gain of the last layer (0.01 policy head, 1 value head).
+    """
+
+    features: Sequence[int]
+    activation: str = "tanh"
+    head_gain: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """x (B..., in) -> (B..., features[-1]) float32; no activation after the last layer."""
+        act = ACTIVATIONS[self.activation]
+        h = x.astype(jnp.float32)
+        n_layers = len(self.features)
+        for i, width in enumerate(self.features):
+            gain = self.head_gain if i == n_layers - 1 else HIDDEN_GAIN
+            h = nn.Dense(width, name=f"dense_{i}", kernel_init=nn.initializers.orthogonal(gain),
+                         bias_init=nn.initializers.zeros, param_dtype=jnp.float32)(h)
+            if i < n_layers - 1:
+                h = act(h)
+        return h
+
+
 def mlp_apply(net: Params, x: jax.Array, activation: str) -> jax.Array:
-    """Apply an MLP built by `mlp_init`: x (B..., in) -> (B..., out). No activation after the head."""
-    act = ACTIVATIONS[activation]
-    n_layers = len(net)
-    h = x.astype(jnp.float32)
-    for i in range(n_layers):
-        layer = net[f"dense_{i}"]
-        h = h @ layer["kernel"] + layer["bias"]
-        if i < n_layers - 1:
-            h = act(h)
-    return h
+    """Apply the default tower to its parameters `net` (as built by `mlp_init`): x (B..., in) ->
+    (B..., out). The widths are read from the kernels."""
+    features = tuple(net[f"dense_{i}"]["kernel"].shape[1] for i in range(len(net)))
+    return MLP(features, activation).apply({"params": net}, x)
+
+
+# ---------------------------------------------------------------------------- user networks
+NetworkFactory = Callable[..., Any]
+
+
+def network_spec(network: str | NetworkFactory) -> str:
+    """The ``"module:factory"`` name of a network factory (a name, or the callable itself).
+
+    Raises:
+        ValueError: naming ``network`` when it is neither, or the callable cannot be re-imported by
+            that name (a lambda, a local function): saved policies rebuild the network by name.
+    """
+    if isinstance(network, str):
+        resolve_network(network)
+        return network
+    if not callable(network):
+        raise ValueError(f"network: expected 'module:factory' or a factory callable, got "
+                         f"{network!r} ({type(network).__name__})")
+    spec = f"{getattr(network, '__module__', None)}:{getattr(network, '__qualname__', None)}"
+    try:
+        found = resolve_network(spec)
+    except ValueError:
+        found = None
+    if found is not network:
+        raise ValueError(f"network: the factory {network!r} cannot be imported back by name "
+                         f"(tried {spec!r}); define it at the top level of an importable module "
+                         f"so saved policies can rebuild it")
+    return spec
+
+
+def resolve_network(spec: str) -> NetworkFactory:
+    """Import the factory named ``"module:factory"`` (dots after the colon reach attributes).
+
+    Raises:
+        ValueError: naming ``network``: malformed spec, missing module, missing or non-callable
+            factory.
+    """
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise ValueError(f"network: expected 'module:factory' (e.g. 'mypkg.nets:make'), got "
+                         f"{spec!r}")
+    module_name, attr = spec.split(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"network: cannot import module {module_name!r} of {spec!r} ({e}); is "
+                         f"it installed and on the Python path?") from e
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    if obj is None or not callable(obj):
+        raise ValueError(f"network: module {module_name!r} has no callable {attr!r} "
+                         f"(from {spec!r})")
+    return obj
+
+
+def _float32(tree):
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), dict(tree))
+
+
+def _describe(x) -> str:
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__} of {[type(v).__name__ for v in x]}"
+    return f"{type(x).__name__} {getattr(x, 'shape', '')}".strip()
+
+
+def _freeze(value):
+    """Hashable form of a JSON option value: lists become tuples (recursively)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value):
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +226,20 @@ class ActorCritic:
             (MultiDiscrete).
         action_shape: (action_dim,) for "gaussian", (n,) for "categorical", nvec for
             "multi_categorical".
-        hidden: hidden layer widths, shared by actor and critic.
-        activation: one of `ACTIVATIONS`.
+        hidden: hidden layer widths, shared by actor and critic (default towers only).
+        activation: one of `ACTIVATIONS` (default towers only).
+        network: None for the default towers, or ``"module:factory"`` naming
+            ``factory(obs_dim, n_outputs, **network_options) -> (actor, critic)``: two linen
+            modules, the actor mapping (B..., obs_dim) to (B..., n_outputs) head outputs
+            (Gaussian means or logits), the critic (B..., obs_dim) to (B..., 1) values, both with a
+            ``"params"`` collection only. A factory callable is accepted and stored by name.
+        network_options: keyword options of the factory (JSON values; a dict or (key, value)
+            pairs, stored as sorted pairs with lists as tuples so the definition stays hashable).
+
+    Raises:
+        ValueError: naming the field, before anything is compiled; for a user network also when
+            the factory fails, returns something else than two linen modules, or their outputs do
+            not have the shapes above (checked by abstract evaluation).
     """
 
     obs_dim: int
@@ -117,6 +247,10 @@ class ActorCritic:
     action_shape: tuple[int, ...]
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
+    network: str | None = None
+    network_options: tuple = ()
+    actor: nn.Module = dataclasses.field(init=False, repr=False, compare=False)
+    critic: nn.Module = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -136,12 +270,69 @@ class ActorCritic:
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation: expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        options = self.network_options
+        if isinstance(options, dict):
+            options = options.items()
+        try:
+            options = tuple(sorted((str(k), _freeze(v)) for k, v in options))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"network_options: expected a dict of keyword options, got "
+                             f"{self.network_options!r}") from e
+        object.__setattr__(self, "network_options", options)
+        if self.network is None:
+            if options:
+                raise ValueError(f"network_options: only a user network takes options; got "
+                                 f"{dict(options)} with network=None")
+            actor = MLP((*self.hidden, self.head.n_outputs), self.activation, POLICY_HEAD_GAIN)
+            critic = MLP((*self.hidden, 1), self.activation, VALUE_HEAD_GAIN)
+        else:
+            object.__setattr__(self, "network", network_spec(self.network))
+            actor, critic = self._build_user_towers()
+        object.__setattr__(self, "actor", actor)
+        object.__setattr__(self, "critic", critic)
+
+    def _build_user_towers(self):
+        factory = resolve_network(self.network)
+        options = dict(self.network_options)
+        try:
+            built = factory(self.obs_dim, self.head.n_outputs, **options)
+        except TypeError as e:
+            raise ValueError(f"network: {self.network}(obs_dim, n_outputs, **{options}) failed: "
+                             f"{e}") from e
+        if isinstance(built, dict) and set(built) == {"actor", "critic"}:
+            built = (built["actor"], built["critic"])
+        if (not isinstance(built, (tuple, list)) or len(built) != 2
+                or not all(isinstance(m, nn.Module) for m in built)):
+            raise ValueError(f"network: {self.network} must return (actor, critic), two "
+                             f"flax.linen Modules; got {_describe(built)}")
+        obs = jax.ShapeDtypeStruct((2, self.obs_dim), jnp.float32)
+        for role, module, want in (("actor", built[0], (2, self.head.n_outputs)),
+                                   ("critic", built[1], (2, 1))):
+            try:
+                out, variables = jax.eval_shape(module.init_with_output, jax.random.PRNGKey(0), obs)
+            except Exception as e:  # noqa: BLE001 (any failure of user code, reported by name)
+                raise ValueError(f"network: the {role} module of {self.network} fails on "
+                                 f"observations of shape (batch, {self.obs_dim}): "
+                                 f"{type(e).__name__}: {e}") from e
+            if set(variables) != {"params"}:
+                raise ValueError(f"network: the {role} module of {self.network} must have a "
+                                 f"'params' collection only (stateless, e.g. LayerNorm, not "
+                                 f"BatchNorm); got collections {sorted(variables)}")
+            if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != want:
+                got = out.shape if isinstance(out, jax.ShapeDtypeStruct) else _describe(out)
+                what = ("head outputs (batch, n_outputs) for the "
+                        f"{self.action_kind} head" if role == "actor" else "values (batch, 1)")
+                raise ValueError(f"network: the {role} module of {self.network} must map "
+                                 f"(batch, obs_dim) = (2, {self.obs_dim}) to {what}, expected "
+                                 f"{want}, got {got}")
+        return tuple(built)
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
-    def from_spaces(cls, observation_space, action_space, hidden=(128, 128), activation="tanh"):
+    def from_spaces(cls, observation_space, action_space, hidden=(128, 128), activation="tanh",
+                    network=None, network_options=()):
         """Build the network definition for gymnasium spaces (1-D Box observations;
-        Box, Discrete or MultiDiscrete actions)."""
+        Box, Discrete or MultiDiscrete actions); `network` / `network_options` as the fields."""
         from gymnasium import spaces
 
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
@@ -152,21 +343,30 @@ class ActorCritic:
         if isinstance(action_space, spaces.Box):
             if len(action_space.shape) != 1:
                 raise ValueError(f"action_space: expected a 1-D Box, got {action_space!r}")
-            return cls(obs_dim, "gaussian", action_space.shape, hidden, activation)
-        if isinstance(action_space, spaces.Discrete):
-            return cls(obs_dim, "categorical", (int(action_space.n),), hidden, activation)
-        if isinstance(action_space, spaces.MultiDiscrete):
-            return cls(obs_dim, "multi_categorical", tuple(action_space.nvec.ravel()), hidden,
-                       activation)
-        raise ValueError(
-            "action_space: expected gymnasium Box, Discrete or MultiDiscrete, got "
-            f"{type(action_space).__name__}")
+            kind, shape = "gaussian", action_space.shape
+        elif isinstance(action_space, spaces.Discrete):
+            kind, shape = "categorical", (int(action_space.n),)
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            kind, shape = "multi_categorical", tuple(action_space.nvec.ravel())
+        else:
+            raise ValueError(
+                "action_space: expected gymnasium Box, Discrete or MultiDiscrete, got "
+                f"{type(action_space).__name__}")
+        return cls(obs_dim, kind, shape, hidden, activation, network, network_options)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable description; ``ActorCritic(**d)`` rebuilds it."""
-        return {"obs_dim": self.obs_dim, "action_kind": self.action_kind,
-                "action_shape": list(self.action_shape), "hidden": list(self.hidden),
-                "activation": self.activation}
+        """JSON-serialisable description; ``ActorCritic(**d)`` rebuilds it.
+
+        The default towers give the fields written before networks were Flax modules (so old and
+        new policy files of the default network are alike); a user network gives its
+        ``"module:factory"`` and options instead of hidden/activation.
+        """
+        d = {"obs_dim": self.obs_dim, "action_kind": self.action_kind,
+             "action_shape": list(self.action_shape)}
+        if self.network is None:
+            return {**d, "hidden": list(self.hidden), "activation": self.activation}
+        return {**d, "network": self.network,
+                "network_options": {k: _thaw(v) for k, v in self.network_options}}
 
     @property
     def head(self):
@@ -184,28 +384,38 @@ class ActorCritic:
     # ------------------------------------------------------------------------------ params
     def param_shapes(self) -> Params:
         """The parameter pytree with shapes (tuples) as leaves, without drawing anything."""
-        def net(n_out):
-            sizes = (self.obs_dim, *self.hidden, n_out)
-            return {f"dense_{i}": {"kernel": (sizes[i], sizes[i + 1]), "bias": (sizes[i + 1],)}
-                    for i in range(len(sizes) - 1)}
+        obs = jax.ShapeDtypeStruct((1, self.obs_dim), jnp.float32)
 
-        actor = {"net": net(self.head.n_outputs)}
+        def net(module):
+            variables = jax.eval_shape(module.init, jax.random.PRNGKey(0), obs)
+            return jax.tree_util.tree_map(lambda x: tuple(x.shape), dict(variables["params"]))
+
+        actor = {"net": net(self.actor)}
         if self.action_kind == "gaussian":
             actor["log_std"] = (self.action_shape[0],)
-        return {"actor": actor, "critic": {"net": net(1)}}
+        return {"actor": actor, "critic": {"net": net(self.critic)}}
 
     def init(self, key: jax.Array) -> Params:
         """Fresh float32 parameters ``{"actor": ..., "critic": ...}`` (layout in the module doc).
 
-        Runs eagerly (the orthogonal init uses a host QR), so call it outside `jit`/`vmap`.
+        The key is split into (actor, critic). The default towers are filled by `mlp_init` (the
+        pre-Flax key schedule and host QR: bit-identical to earlier releases for the same key);
+        user towers by their own ``module.init``. Runs eagerly (the host QR), so call it outside
+        `jit`/`vmap`.
         """
         k_actor, k_critic = jax.random.split(key)
-        actor = {"net": mlp_init(k_actor, (self.obs_dim, *self.hidden, self.head.n_outputs),
-                                 POLICY_HEAD_GAIN)}
+        if self.network is None:
+            actor_net = mlp_init(k_actor, (self.obs_dim, *self.hidden, self.head.n_outputs),
+                                 POLICY_HEAD_GAIN)
+            critic_net = mlp_init(k_critic, (self.obs_dim, *self.hidden, 1), VALUE_HEAD_GAIN)
+        else:
+            obs = jnp.zeros((1, self.obs_dim), jnp.float32)
+            actor_net = _float32(self.actor.init(k_actor, obs)["params"])
+            critic_net = _float32(self.critic.init(k_critic, obs)["params"])
+        actor = {"net": actor_net}
         if self.action_kind == "gaussian":
             actor["log_std"] = jnp.zeros((self.action_shape[0],), jnp.float32)
-        critic = {"net": mlp_init(k_critic, (self.obs_dim, *self.hidden, 1), VALUE_HEAD_GAIN)}
-        return {"actor": actor, "critic": critic}
+        return {"actor": actor, "critic": {"net": critic_net}}
 
     # ----------------------------------------------------------------------------- forward
     def dist(self, actor_params: Params, obs: jax.Array, mask: jax.Array | None = None) -> dict:
@@ -219,12 +429,12 @@ class ActorCritic:
         Returns:
             ``{"mean", "log_std"}`` (B..., A) for Gaussian heads, ``{"logits"}`` (B..., N) otherwise.
         """
-        out = mlp_apply(actor_params["net"], obs, self.activation)
+        out = self.actor.apply({"params": actor_params["net"]}, obs.astype(jnp.float32))
         return self.head.params_from_head(out, actor_params.get("log_std"), mask)
 
     def value(self, critic_params: Params, obs: jax.Array) -> jax.Array:
         """State values V(obs): (B..., obs_dim) -> (B...,) float32."""
-        return mlp_apply(critic_params["net"], obs, self.activation)[..., 0]
+        return self.critic.apply({"params": critic_params["net"]}, obs.astype(jnp.float32))[..., 0]
 
     def sample(self, actor_params, obs, key, mask=None):
         """Sample actions and their log-probabilities: returns ((B..., *action), (B...,))."""

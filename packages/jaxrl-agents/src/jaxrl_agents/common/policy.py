@@ -2,11 +2,15 @@
 
 On disk a policy is a directory with two files:
 
-- ``policy.json``: ``{"format": "jaxrl_agents.Policy", "format_version": 1, "network": {...},
-  "metadata": {...}}`` where ``network`` holds the `ActorCritic` fields (obs_dim, action_kind,
-  action_shape, hidden, activation) and ``metadata`` is free-form JSON (algorithm, step, seed, ...);
-- ``params.npz``: the float32 parameter arrays keyed by their path in the pytree, e.g.
-  ``actor/net/dense_0/kernel`` (kernels are (in, out)), ``actor/log_std``, ``critic/net/dense_2/bias``.
+- ``policy.json``: ``{"format": "jaxrl_agents.Policy", "format_version": 1 or 2, "network": {...},
+  "metadata": {...}}`` where ``network`` is `ActorCritic.to_dict()`, what rebuilds the Flax modules:
+  obs_dim, action_kind, action_shape and either hidden + activation (the default towers, format 1,
+  as written before the towers were Flax modules) or ``network`` ("module:factory") +
+  ``network_options`` (a user network, format 2: the factory is imported again on load);
+  ``metadata`` is free-form JSON (algorithm, step, seed, ...);
+- ``params.npz``: the float32 Flax variables (the towers' ``"params"`` collections under
+  ``actor/net`` and ``critic/net``, plus ``actor/log_std``) flattened to arrays keyed by their
+  path, e.g. ``actor/net/dense_0/kernel`` (kernels are (in, out)), ``critic/net/dense_2/bias``.
 
 Loading uses ``np.load(..., allow_pickle=False)`` and checks every shape against the network
 definition, so a policy file can never execute code.
@@ -30,7 +34,7 @@ from .networks import ActorCritic
 __all__ = ["Policy", "load_policy", "POLICY_FORMAT", "BEST_POLICY_DIR", "LAST_POLICY_DIR"]
 
 POLICY_FORMAT = "jaxrl_agents.Policy"
-POLICY_FORMAT_VERSION = 1
+POLICY_FORMAT_VERSION = 2  # the newest this code reads; 2 = a user network (module:factory)
 POLICY_JSON = "policy.json"
 PARAMS_NPZ = "params.npz"
 # Sub-directories of a training run directory (see run/trainer.py).
@@ -167,7 +171,8 @@ class Policy:
         atomic_savez(os.path.join(directory, PARAMS_NPZ),
                      flatten_dict(jax.device_get(self.params)), compress=False)
         atomic_write_json(os.path.join(directory, POLICY_JSON), {
-            "format": POLICY_FORMAT, "format_version": POLICY_FORMAT_VERSION,
+            # Version 1 for the default towers: their files stay readable by older releases.
+            "format": POLICY_FORMAT, "format_version": 1 if self.model.network is None else 2,
             "network": self.model.to_dict(), "metadata": _jsonable(self.metadata)})
 
     @classmethod

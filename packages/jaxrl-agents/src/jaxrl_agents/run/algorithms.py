@@ -68,9 +68,10 @@ def make_config(name: str, config: AlgoConfig | dict | None = None) -> AlgoConfi
 
 
 def model_for(env, cfg: AlgoConfig) -> ActorCritic:
-    """The actor-critic definition for `env`'s spaces with the config's hidden sizes/activation."""
+    """The actor-critic definition for `env`'s spaces: the config's user network
+    (``cfg.network``, ``cfg.network_options``) or the default towers (hidden sizes/activation)."""
     return ActorCritic.from_spaces(env.observation_space, env.action_space, cfg.hidden,
-                                   cfg.activation)
+                                   cfg.activation, cfg.network, cfg.network_options)
 
 
 class Compiled(NamedTuple):

@@ -374,7 +374,8 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           config: AlgoConfig | dict | None = None, seeds=(0,), eval_every: int = 2_000_000,
           out: str = "runs", tag: str = "", checkpoint_every: int = 25,
           progress: str | None = None, argv: list[str] | None = None,
-          stop_after: int | None = None) -> TrainResult:
+          stop_after: int | None = None, network=None,
+          network_options: dict | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
     Every argument is checked before a run directory is created or anything is compiled. The run
@@ -394,6 +395,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         progress: "bar", "lines", "off" or None (bar on a terminal, lines otherwise).
         argv: command line to record in config.json.
         stop_after: stop after this many updates without final writes (simulates an interruption).
+        network: a user network, ``"module:factory"`` or the factory itself (see
+            `common.networks.ActorCritic`); overrides ``config.network``. None: the config's.
+        network_options: keyword options of the network factory (overrides the config's).
 
     Returns:
         `TrainResult`.
@@ -406,6 +410,13 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
     """
     algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
     cfg = make_config(algo, config)
+    if network is not None or network_options is not None:  # validated as config fields
+        if not any(f.name == "network" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
+                             f"per-agent networks from hidden/activation, got network={network!r}")
+        cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
+                                  network_options=cfg.network_options if network_options is None
+                                  else network_options)
     seeds = _check_seeds(seeds)
     eval_every = _check_pos_int("eval_every", eval_every)
     checkpoint_every = _check_pos_int("checkpoint_every", checkpoint_every)
