@@ -500,7 +500,11 @@ def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, ch
           "timesteps": cfg.total_steps, "tag": tag, "out": os.path.abspath(out), "argv": argv,
           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
           "versions": _versions(env_spec), "backend": jax.default_backend()}
-    run_dir, result = train_parallel(algo, obj, cfg, seeds[0], out, tag, progress, rc)
+    # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
+    # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
+    # rollout's float64 numpy rewards would promote GAE to float64 and move every number.
+    with jax.enable_x64(False):
+        run_dir, result = train_parallel(algo, obj, cfg, seeds[0], out, tag, progress, rc)
     from .run_files import read_progress
 
     return TrainResult([run_dir], result.params,
