@@ -11,7 +11,7 @@ import pytest
 from jaxrl_agents import ActorCritic, Policy, load_policy
 from jaxrl_agents.run import cli, trainer
 
-from .conftest import PPO_CFG, TOY_ENV
+from .conftest import PPO_CFG, TOY_ENV, TRPO_CFG
 from .user_networks import SPEC, residual_layernorm
 
 # One config for every training run here (the compilation cache then serves them all).
@@ -67,6 +67,16 @@ def test_user_network_trains_saves_loads_and_resumes(tmp_path):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(load_policy(resumed.run_dirs[0], "last").act(obs),
                                   loaded.act(obs))
+
+
+def test_trpo_trains_a_user_network(tmp_path):
+    """TRPO's trust-region step (Fisher products through model.dist) runs on a user actor."""
+    res = _train(tmp_path, algo="trpo", config=dict(TRPO_CFG, total_steps=512 * 2))
+    assert res.finished and len(res.rows[0]) == 2
+    assert all(np.isfinite(x).all() for x in _leaves(res.state.params))
+    pol = load_policy(res.run_dirs[0])
+    assert pol.model.network == SPEC and pol.metadata["algo"] == "trpo"
+    assert pol.act(np.zeros((3, 5))).shape == (3, 2)
 
 
 def test_cli_network_flag_trains_the_same_run(tmp_path):
