@@ -190,13 +190,14 @@ def _maximise_phase_trace(coeffs: jnp.ndarray, exponents: np.ndarray) -> jnp.nda
     its gradient is exact at the optimum (envelope theorem).
     """
     n_phases = exponents.shape[1]
-    exps = jnp.asarray(exponents)
+    real = jnp.real(coeffs).dtype  # float32 environments stay float32 under x64
+    exps = jnp.asarray(exponents, real)
     frozen = jax.lax.stop_gradient(coeffs)
 
     def objective(phases, cs):
         return jnp.abs(jnp.sum(cs * jnp.exp(1j * (exps @ phases)))) ** 2
 
-    axis = jnp.linspace(-jnp.pi, jnp.pi, _GRID_POINTS, endpoint=False)
+    axis = jnp.linspace(-jnp.pi, jnp.pi, _GRID_POINTS, endpoint=False, dtype=real)
     grid = jnp.stack(jnp.meshgrid(*([axis] * n_phases), indexing="ij"), axis=-1).reshape(-1, n_phases)
     values = jax.vmap(objective, in_axes=(0, None))(grid, frozen)
     phases = grid[jnp.argmax(values)]
@@ -222,7 +223,7 @@ def sqrt_iswap_fidelity_blocks(blocks: GateBlocks) -> jnp.ndarray:
     P = G^dag the physical gate and D local Z rotations chosen to maximise |Tr M|.
     """
     physical = jnp.conj(realised_gate(blocks)).T
-    coeffs = jnp.stack([np.conj(SQRT_ISWAP[i, j]) * physical[i, j] for i, j in _BLOCK_ENTRIES])
+    coeffs = jnp.stack([jnp.asarray(np.conj(SQRT_ISWAP[i, j]), physical.dtype) * physical[i, j] for i, j in _BLOCK_ENTRIES])
     best = _maximise_phase_trace(coeffs, _BLOCK_EXPONENTS)
     return (4.0 * unitarity(blocks) + best) / 20.0
 
