@@ -275,3 +275,44 @@ def test_rejax_ppo_learns_on_the_gymnax_env():
     assert (np.asarray(lengths) == N_STEPS).all()
     assert mean[-1] - mean[0] > 5.0, mean
     assert mean[-1] > 3.0, mean  # the trained policy stays in bounds and is paid for the gate
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_both_precisions_trace_and_float32_needs_no_x64(precision):
+    """float32 envs traced with x64 OFF (as in a float32 program); float64 under x64."""
+    with jax.enable_x64(precision == "float64"):
+        for env in (qg.make(**SHORT, oob_mode="clip", precision=precision),
+                    qg.make_multi(**SHORT, oob_mode="clip", precision=precision)):
+            params = env.default_params
+            dim = env.num_actions
+
+            def run(key, env=env, params=params, dim=dim):
+                obs, state = env.reset(key, params)
+
+                def body(state, k):
+                    obs, state, reward, terminated, truncated, info = env.step(k, state, jnp.full(dim, 0.1), params)
+                    return state, (obs, reward, terminated | truncated, info["JT"])
+
+                return jax.lax.scan(body, state, jax.random.split(key, N_STEPS + 2))[1]
+
+            obs, reward, done, jt = jax.jit(run)(jax.random.PRNGKey(0))
+            assert obs.dtype == reward.dtype == jnp.float32
+            assert jt.dtype == (jnp.float32 if precision == "float32" else jnp.float64)
+            assert np.isfinite(obs).all() and np.isfinite(reward).all() and bool(done[N_STEPS - 1])
+
+
+def test_rejax_ppo_trains_in_float32_without_x64():
+    """rejax's whole program in float32: no global x64 (which broke its normalisation), no glue."""
+    from rejax import PPO
+
+    with jax.enable_x64(False):
+        env = qg.LegacyStepView(qg.make(**SHORT, oob_mode="clip", precision="float32"))
+        params = env.default_params.replace(max_steps_in_episode=N_STEPS + 5)
+        algo = PPO.create(env=env, env_params=params, num_envs=8, num_steps=16, num_epochs=1, num_minibatches=2,
+                          total_timesteps=128, eval_freq=128, skip_initial_evaluation=True, normalize_observations=True,
+                          normalize_rewards=True)
+        train_state, (lengths, returns) = jax.jit(algo.train)(jax.random.PRNGKey(0))
+        assert int(train_state.global_step) == 128
+        lengths, returns = np.asarray(lengths), np.asarray(returns)
+        assert (lengths == N_STEPS).all() and np.isfinite(returns).all()
+        assert (returns <= 12 * N_STEPS).all() and (returns >= -7 * N_STEPS).all()

@@ -240,3 +240,32 @@ def test_a_shared_parameter_policy_learns_on_the_jaxmarl_env():
     assert np.isfinite(returns).all()
     assert last - first > 5.0, (first, last)
     assert last > 3.0, (first, last)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("mode", ["continuous", "discrete"])
+def test_both_precisions_trace_and_float32_needs_no_x64(precision, mode):
+    """float32 envs traced with x64 OFF (as in a float32 program); float64 under x64. Auto-reset,
+    masks and the frozen-state guard come from the core in both."""
+    with jax.enable_x64(precision == "float64"):
+        env = qj.make(**SHORT, oob_mode="clip", precision=precision, action_mode=mode, line_id_in_obs=True)
+        dtype = jnp.float32 if precision == "float32" else jnp.float64
+
+        def run(key):
+            obs, state = env.reset(key)
+
+            def body(state, k):
+                if mode == "discrete":
+                    masks = env.get_avail_actions(state)
+                    actions = {a: jnp.argmax(masks[a], axis=-1).astype(jnp.int32) for a in AGENTS}
+                else:
+                    actions = {a: jnp.full(3, 0.1) for a in AGENTS}
+                obs, state, rewards, dones, infos = env.step(k, state, actions)
+                return state, (obs["q0"], rewards["q0"], dones["__all__"], infos["JT"], state.core.amps)
+
+            return jax.lax.scan(body, state, jax.random.split(key, N_STEPS + 2))[1]
+
+        obs, reward, done, jt, amps = jax.jit(run)(jax.random.PRNGKey(0))
+        assert obs.dtype == reward.dtype == jnp.float32 and jt.dtype == amps.dtype == dtype
+        assert obs.shape == (N_STEPS + 2, 31) and np.isfinite(obs).all() and np.isfinite(reward).all()
+        assert bool(done[N_STEPS - 1]) and not done[: N_STEPS - 1].any()
