@@ -4,10 +4,9 @@ import math
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxrl_agents.common.cg import conjugate_gradient
-from jaxrl_agents.common.evaluation import eval_summary, format_eval_line
+from jaxrl_agents.common.evaluation import eval_summary, format_eval_line, score_to_minimise
 from jaxrl_agents.common.gae import gae
 
 
@@ -90,31 +89,31 @@ def test_conjugate_gradient_solves_spd_system(x64):
     np.testing.assert_array_equal(x0, np.zeros(12))
 
 
+class _Distance:
+    """A made-up evaluation description: the closest distance and when it happened."""
+
+    score, score_mode, plots = "closest", "min", {}
+
+    def summarise(self, episode):
+        alive = np.flatnonzero(episode["alive"])
+        best = alive[int(np.argmin(episode["dist"][alive]))]
+        return {"closest": float(episode["dist"][best]), "t_closest": float(best)}
+
+    def format(self, summary):
+        return f"closest={summary['closest']:.2f}@{summary['t_closest']:.0f}"
+
+
 def test_eval_summary_by_hand():
     ep = {"reward": np.array([1.0, 2.0, 3.0, 100.0]),
           "alive": np.array([True, True, True, False]),
-          "JT": np.array([0.5, 0.1, 0.2, 0.0]),  # the 0.0 is after the end: ignored
-          "t": np.array([0.15, 0.3, 0.45, 0.6]),
-          "unitarity": np.array([0.9, 0.99, 0.95, 1.0]),
-          "concurrence": np.array([0.5, 1.0, 1.0, 1.0])}
-    s = eval_summary(ep)
-    assert s["eval_return"] == 6.0 and s["eval_len"] == 3
-    assert s["eval_JT_min"] == 0.1 and s["eval_t_JT_min"] == 0.3
-    assert s["eval_JT_end"] == 0.2
-    assert s["eval_1mU_at_best"] == pytest.approx(0.01)
-    assert s["eval_t_first_PE"] == 0.3
-    ep["concurrence"] = np.array([0.5, 0.9, 0.99, 1.0])
-    assert math.isnan(eval_summary(ep)["eval_t_first_PE"])
-    assert "minJT=1.000e-01@0.3ns" in format_eval_line(8192, 1.0, s)
-    # Environments without gate metrics get return and length only.
-    assert set(eval_summary({"reward": ep["reward"], "alive": ep["alive"]})) == {"eval_return",
-                                                                              "eval_len"}
-
-
-def test_eval_line_says_in_words_that_no_perfect_entangler_appeared():
-    """Before: ``firstPE=nanns``. A NaN first-PE time is printed as ``firstPE=none yet``."""
-    summary = {"eval_return": -3.0, "eval_len": 4, "eval_JT_min": 0.2, "eval_t_JT_min": 0.4,
-               "eval_t_first_PE": math.nan}
-    line = format_eval_line(8192, 1.0, summary)
-    assert "firstPE=none yet" in line and "nan" not in line
-    assert "firstPE=0.30ns" in format_eval_line(8192, 1.0, {**summary, "eval_t_first_PE": 0.3})
+          "dist": np.array([0.5, 0.1, 0.2, 0.0])}  # the 0.0 is after the end: ignored
+    s = eval_summary(ep, _Distance())
+    assert s == {"eval_return": 6.0, "eval_len": 3, "eval_closest": 0.1, "eval_t_closest": 1.0}
+    assert score_to_minimise(s, "closest", "min") == 0.1
+    assert score_to_minimise(s, "return", "max") == -6.0
+    assert math.isnan(score_to_minimise({}, "closest", "min"))
+    line = format_eval_line(8192, 1.0, s, _Distance())
+    assert line.endswith("R=    6.000  closest=0.10@1")
+    # An env that describes nothing: return and length only, and the line stops after R=.
+    assert eval_summary(ep) == {"eval_return": 6.0, "eval_len": 3}
+    assert format_eval_line(8192, 1.0, s).endswith("R=    6.000")

@@ -4,7 +4,12 @@
 action (2,) in [-1, 1] (clipped by the environment); p <- p + gain * clip(a).
 Reward = -|p - g|^2 after the move. The episode terminates after `horizon` steps (like the end of a
 pulse) and is truncated when |p|_inf > bound (like an out-of-bounds pulse). info mirrors the gate
-env's keys: JT (= squared distance), concurrence, unitarity, tv_penalty, oob, t, amps.
+env's keys: JT (= squared distance), concurrence, unitarity, tv_penalty, oob, t, amps, and the
+env describes its evaluation episode (`ReachEvaluation`, the contracts.Evaluation protocol) with
+summary fields named as the gate env's (best J_T, its time, J_T at the end, 1 - U at the best
+step, first "PE" time), so the trainer's path for a describing env is tested on a toy.
+``describe=False`` gives the same env without an ``evaluation`` (the generic record: return and
+length).
 A good policy moves straight to the goal: return ~ -1 versus ~ -15 for a random one.
 
 ``nan_after=N`` (tests of the non-finite stop): every environment counts its steps across episodes
@@ -23,11 +28,57 @@ from gymnasium import spaces
 
 
 @dataclasses.dataclass(frozen=True)
+class ReachEvaluation:
+    """Reach's evaluation description: record every info field, summarise like the gate env."""
+
+    score = "JT_min"
+    score_mode = "min"
+    plots = {"curve": {"field": "JT_min", "label": "best squared distance", "scale": "log"},
+             "x": {"key": "t", "label": "t"},
+             "panels": [{"key": "amps", "label": "move", "kind": "stairs"},
+                        {"key": "JT", "label": "squared distance", "scale": "log"},
+                        {"key": "unitarity", "label": "1 - U", "scale": "log",
+                         "complement": True}]}
+
+    def record(self, info):
+        return {k: v for k, v in info.items() if k != "final_obs"}
+
+    def summarise(self, episode):
+        idx = np.flatnonzero(np.asarray(episode["alive"], bool))
+        jt, t = np.asarray(episode["JT"], np.float64), np.asarray(episode["t"], np.float64)
+        if not idx.size or np.all(np.isnan(jt[idx])):
+            nan = float("nan")
+            return {"JT_min": nan, "t_JT_min": nan, "JT_end": nan, "1mU_at_best": nan,
+                    "t_first_PE": nan}
+        best = idx[int(np.nanargmin(jt[idx]))]
+        pe = idx[np.asarray(episode["concurrence"])[idx] >= 1.0]
+        return {"JT_min": float(jt[best]), "t_JT_min": float(t[best]),
+                "JT_end": float(jt[idx[-1]]),
+                "1mU_at_best": float(1.0 - np.asarray(episode["unitarity"])[best]),
+                "t_first_PE": float(t[pe[0]]) if pe.size else float("nan")}
+
+    def format(self, summary):
+        pe = summary["t_first_PE"]
+        return (f"minJT={summary['JT_min']:.3e}@{summary['t_JT_min']:.1f}ns  "
+                f"firstPE={'none yet' if np.isnan(pe) else f'{pe:.2f}ns'}")
+
+    def rollout_stats(self, info):
+        return {"min_JT": info["JT"].min()}
+
+
+@dataclasses.dataclass(frozen=True)
 class Reach:
     horizon: int = 16
     bound: float = 2.0
     dt: float = 0.5  # "ns" per step, for the t info field
     nan_after: int = 0
+    describe: bool = True
+
+    @property
+    def evaluation(self):
+        if not self.describe:
+            return None
+        return ReachEvaluation()
 
     @property
     def max_episode_steps(self) -> int:

@@ -2,7 +2,8 @@
 
 Used to test sb3-bridge's functional evaluation path without quantgate-env: observations (3,)
 (matches the Pendulum fixtures), Box(1) actions in [-1, 1] scaled to rad/ns, K = 3 samples per step
-of DT = 0.05 ns, and info leaves JT / concurrence / unitarity / t / amps like the gate env's.
+of DT = 0.05 ns, and info leaves JT / concurrence / unitarity / t / amps like the gate env's, with
+an evaluation description (`ToyEvaluation`) whose summary and line have the gate env's field names.
 """
 
 from __future__ import annotations
@@ -19,9 +20,38 @@ DT = 0.05
 SCALE = 2.0
 
 
+class ToyEvaluation:
+    """The docs/contracts.md evaluation description: best J_T and its time, 1 - U there, first PE."""
+
+    score, score_mode, plots = "JT_min", "min", {}
+
+    def record(self, info):
+        return {k: v for k, v in info.items() if k != "final_obs"}
+
+    def summarise(self, episode):
+        idx = np.flatnonzero(np.asarray(episode["alive"], bool))
+        jt, t = np.asarray(episode["JT"])[idx], np.asarray(episode["t"])[idx]
+        best = int(np.argmin(jt))
+        pe = np.flatnonzero(np.asarray(episode["concurrence"])[idx] >= 1.0)
+        return {"JT_min": float(jt[best]), "t_JT_min": float(t[best]),
+                "1mU_at_best": float(1.0 - np.asarray(episode["unitarity"])[idx][best]),
+                "t_first_PE": float(t[pe[0]]) if pe.size else float("nan")}
+
+    def format(self, s):
+        pe = "none yet" if np.isnan(s["t_first_PE"]) else f"{s['t_first_PE']:.2f}ns"
+        return f"minJT={s['JT_min']:.3e}@{s['t_JT_min']:.1f}ns  firstPE={pe}  1-U={s['1mU_at_best']:.1e}"
+
+    def rollout_stats(self, info):
+        return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class ToyPulseEnv:
     max_episode_steps: int = 10
+
+    @property
+    def evaluation(self):
+        return ToyEvaluation()
 
     @property
     def observation_space(self):

@@ -66,7 +66,7 @@ def test_gymnasium_matches_sb3_own_episode():
 
 def test_summary_is_the_trainers(box_policy):
     (ep,) = sb3_bridge.evaluate(box_policy, sb3_toy_env.make())
-    summary = evaluation.summarize(ep)
+    summary = evaluation.summarize(ep, evaluation.describe_evaluation(sb3_toy_env.make()))
     for key in ("eval_return", "eval_len", "eval_JT_min", "eval_t_JT_min", "eval_1mU_at_best",
                 "eval_t_first_PE"):
         assert key in summary

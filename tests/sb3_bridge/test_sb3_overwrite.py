@@ -96,7 +96,7 @@ def test_summary_json_is_never_left_half_written(tmp_path, monkeypatch):
     # A value that cannot be serialised, after several that can: a direct json.dump into the file
     # would leave a truncated summary.json behind.
     real = evaluation.summarize
-    monkeypatch.setattr(evaluation, "summarize", lambda ep: {**real(ep), "unserialisable": object()})
+    monkeypatch.setattr(evaluation, "summarize", lambda ep, *more: {**real(ep, *more), "unserialisable": object()})
     with pytest.raises(TypeError):
         _evaluate_into(tmp_path)
     assert not (tmp_path / "summary.json").exists()

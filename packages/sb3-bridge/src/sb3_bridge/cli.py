@@ -6,8 +6,9 @@ a jaxrl-agents policy back to SB3.
                                   [--episodes N] [--seed S] [--activation NAME] [--out DIR [--force]]
     sb3-bridge export POLICY_DIR OUT.zip [--algo ppo|a2c|trpo] [--force]
 
-``evaluate`` prints the trainer's evaluation line per episode (return, best J_T and its time, first
-perfect entangler, 1 - U at the best step) and with ``--out`` writes ``evals.npz`` (the trainer's
+``evaluate`` prints the trainer's evaluation line per episode (return, then the fields the
+environment's evaluation description names: for the gate env best J_T and its time, first perfect
+entangler, 1 - U at the best step) and with ``--out`` writes ``evals.npz`` (the trainer's
 layout), ``summary.json`` and, when the environment reports its pulse, ``pulse.csv`` in the paper's
 format (``pulse_<i>.csv`` for episode i when N > 1). Existing files are replaced only with
 ``--force``; every file is written atomically.
@@ -108,11 +109,12 @@ def _run_evaluation(args) -> int:
                                    seed=args.seed)
     wall = time.perf_counter() - start
     step = int(meta.get("num_timesteps") or 0)
+    described = evaluation.describe_evaluation(args.env, options)  # the env names its fields
     summaries = []
     for ep in episodes:
-        summary = evaluation.summarize(ep)
+        summary = evaluation.summarize(ep, described)
         summaries.append(summary)
-        print(format_eval_line(step, wall, summary))
+        print(format_eval_line(step, wall, summary, described))
     if len(summaries) > 1:
         print("mean   " + "  ".join(f"{k}={_fmt(sum(s[k] for s in summaries) / len(summaries))}"
                                     for k in summaries[0]))

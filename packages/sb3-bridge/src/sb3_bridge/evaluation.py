@@ -24,7 +24,7 @@ import numpy as np
 
 from .outputs import refuse_existing
 
-__all__ = ["evaluate", "resolve_env", "summarize", "write_evals", "write_summary", "write_pulse_csv",
+__all__ = ["evaluate", "resolve_env", "describe_evaluation", "summarize", "write_evals", "write_summary", "write_pulse_csv",
            "episode_pulse", "output_files"]
 
 
@@ -196,12 +196,36 @@ def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) 
     atomic_write(os.fspath(path), text.encode())
 
 
-def summarize(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``): return, length,
-    and for the gate env best J_T and its time, J_T at the end, 1 - U at the best step, time of the
-    first perfect entangler."""
+def describe_evaluation(env: Any = "quantgate_env:make", options: Mapping[str, Any] | None = None):
+    """The environment's own description of its evaluation episode (docs/contracts.md): what its
+    summary holds and how its line reads (for the gate env: best J_T and its time, J_T at the end,
+    1 - U at the best step, time of the first perfect entangler).
+
+    Functional envs give ``env.evaluation``; a Gymnasium env its ``unwrapped.evaluation`` or that of
+    the functional core it wraps (``unwrapped.core``, as quantgate-env's does); an env that
+    describes none gets the generic one (return and length only).
+    """
+    from jaxrl_agents.common.contracts import ReturnEvaluation, evaluation_of
+
+    env_obj, kind = resolve_env(env, options)
+    if kind == "functional":
+        return evaluation_of(env_obj)
+    try:
+        inner = env_obj.unwrapped
+        ev = getattr(inner, "evaluation", None) or getattr(getattr(inner, "core", None),
+                                                           "evaluation", None)
+        return ev or ReturnEvaluation()
+    finally:
+        if env_obj is not env:  # made here from a name: ours to close
+            env_obj.close()
+
+
+def summarize(episode: Mapping[str, np.ndarray], description=None) -> dict[str, float]:
+    """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``): return,
+    length, and the fields of the environment's description (`describe_evaluation`; None: return
+    and length only), each as ``eval_<field>``."""
     from jaxrl_agents.common.evaluation import eval_summary
-    return eval_summary(episode)
+    return eval_summary(episode, description)
 
 
 def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *,

@@ -1,13 +1,15 @@
 """What every algorithm shares: the network definition, action distributions, the `Policy` object,
 losses, GAE, rollouts, the optimiser, the minibatch loop, conjugate gradient, the train state,
-config validation, environment loading and evaluation.
+config validation, the environment contracts and their checker, environment loading and evaluation.
 
 Files: `networks.py`, `distributions.py`, `policy.py`, `losses.py`, `gae.py`, `rollout.py`,
-`optimizer.py`, `minibatch.py`, `cg.py`, `state.py`, `config.py`, `envs.py`, `evaluation.py`.
+`optimizer.py`, `minibatch.py`, `cg.py`, `state.py`, `config.py`, `contracts.py`, `envs.py`,
+`evaluation.py`, `gymnax_env.py` (gymnax behind the step contract; imported on its own).
 """
 
 from .cg import conjugate_gradient
 from .config import AlgoConfig, ValidatedConfig, cfg_field
+from .contracts import ContractError, Evaluation, FunctionalEnv, MultiAgentEnv
 from .distributions import Categorical, DiagGaussian, MultiCategorical
 from .envs import check_env, load_env
 from .evaluation import eval_summary, evaluate_episode, format_eval_line
@@ -21,8 +23,9 @@ from .rollout import Transition, collect, make_rollout_phase
 from .state import TrainState, init_train_state
 
 __all__ = [
-    "ACTIVATIONS", "ActorCritic", "AlgoConfig", "Categorical", "DiagGaussian", "MultiCategorical",
-    "Policy", "TrainState", "Transition", "ValidatedConfig", "apply_adam", "cfg_field",
+    "ACTIVATIONS", "ActorCritic", "AlgoConfig", "Categorical", "ContractError", "DiagGaussian",
+    "Evaluation", "FunctionalEnv", "MultiAgentEnv", "MultiCategorical", "Policy", "TrainState",
+    "Transition", "ValidatedConfig", "apply_adam", "cfg_field",
     "check_env", "collect", "conjugate_gradient", "eval_summary", "evaluate_episode",
     "format_eval_line", "gae", "gae_next_values", "harmonic_lr", "init_train_state", "linear_lr",
     "load_env", "load_policy", "make_optimizer", "make_rollout_phase", "minibatch_epochs",

@@ -5,9 +5,11 @@ device, no drift), a fixed number of scanned steps (``env.max_episode_steps``) w
 recorded *before* each step, so the step that ends the episode counts as alive. Once the episode has
 ended (terminated or truncated) the state is frozen, so the masked tail stays finite.
 
-`eval_summary` turns one recorded episode (numpy) into the progress-row fields; it only needs the
-keys "reward" and "alive", and adds the gate fields when the episode has JT / t / unitarity /
-concurrence, so any evaluator (e.g. sb3-bridge's Gymnasium loop) can print the same summary.
+What is recorded besides reward, alive and action, how it is summarised, printed and ranked is the
+environment's own description, ``env.evaluation`` (the `contracts.Evaluation` protocol); an
+environment without one gets the generic record (return and length). `eval_summary` and
+`format_eval_line` take that description, so any evaluator (e.g. sb3-bridge's Gymnasium loop) prints
+what the trainer prints.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["evaluate_episode", "eval_summary", "format_eval_line", "EVAL_FIELDS"]
+from .contracts import Evaluation, ReturnEvaluation, evaluation_of
 
-# Summary fields, in the order they are printed (gate fields only when the env reports them).
-EVAL_FIELDS = ("eval_return", "eval_len", "eval_JT_min", "eval_t_JT_min", "eval_JT_end",
-               "eval_1mU_at_best", "eval_t_first_PE")
+__all__ = ["evaluate_episode", "eval_summary", "format_eval_line", "score_to_minimise",
+           "env_fields", "EVAL_PREFIX"]
 
-# Concurrence 1 means the gate is a perfect entangler (inside the PE polyhedron).
-PE_CONCURRENCE = 1.0
+# Summary fields are written as eval_<name>: eval_return, eval_len, then the env's fields.
+EVAL_PREFIX = "eval_"
 
 
 def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
@@ -41,9 +42,10 @@ def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
 
     Returns:
         dict of arrays with leading axis T = env.max_episode_steps: "reward" (T,), "alive" (T,) bool,
-        "action" (T, *action_shape) (unclipped mean actions), and every info leaf (T, ...) except
-        "final_obs" (for the gate env: JT, concurrence, unitarity, tv_penalty, oob, t, amps).
+        "action" (T, *action_shape) (unclipped mean actions), and what ``env.evaluation.record``
+        returns for each step's info (T, ...) (nothing more for an env without a description).
     """
+    record_info = evaluation_of(env).record
     k_reset, k_steps = jax.random.split(key)
     obs, state = env.reset(k_reset, env_params)
 
@@ -51,7 +53,7 @@ def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
         obs, state, alive = carry
         action = model.mode(actor_params, obs)
         next_obs, next_state, reward, term, trunc, info = env.step(k, state, action, env_params)
-        record = {k_: v for k_, v in dict(info).items() if k_ != "final_obs"}
+        record = dict(record_info(info))
         record.update(reward=reward, alive=alive, action=action)
         still = alive & ~(term | trunc)
         # Freeze the finished episode instead of stepping past its end.
@@ -64,67 +66,57 @@ def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
     return episode
 
 
-def _nan_if_empty(fn, x):
-    return float(fn(x)) if x.size else math.nan
-
-
-def eval_summary(episode: Mapping[str, np.ndarray]) -> dict[str, float]:
+def eval_summary(episode: Mapping[str, np.ndarray],
+                 evaluation: Evaluation | None = None) -> dict[str, float]:
     """Summary fields of one recorded episode.
 
     Args:
         episode: arrays with leading axis T: "reward" (T,), "alive" (T,) bool (True for the steps of
-            the episode, including the one that ended it); optional "JT", "t" (ns, end of the step),
-            "unitarity", "concurrence" (T,).
+            the episode, including the one that ended it), and what the env records.
+        evaluation: the env's description (`contracts.evaluation_of(env)`); None: generic only.
 
     Returns:
-        eval_return = sum(reward * alive); eval_len = sum(alive); and when the keys exist:
-        eval_JT_min (min J_T over alive steps, NaN-aware), eval_t_JT_min (t of that step),
-        eval_JT_end (J_T at the last alive step), eval_1mU_at_best (1 - U at the best step),
-        eval_t_first_PE (t of the first alive step with concurrence >= 1, NaN if none).
+        eval_return = sum(reward * alive); eval_len = sum(alive); then ``eval_<name>`` for every
+        field of ``evaluation.summarise(episode)``.
     """
     alive = np.asarray(episode["alive"], bool)
     reward = np.asarray(episode["reward"], np.float64)
     out = {"eval_return": float(np.sum(np.where(alive, reward, 0.0))),
            "eval_len": int(alive.sum())}
-    idx = np.flatnonzero(alive)
-    if "JT" in episode:
-        jt = np.asarray(episode["JT"], np.float64)[idx]
-        if jt.size and not np.all(np.isnan(jt)):
-            best = idx[int(np.nanargmin(jt))]
-            out["eval_JT_min"] = float(np.asarray(episode["JT"])[best])
-            if "t" in episode:
-                out["eval_t_JT_min"] = float(np.asarray(episode["t"])[best])
-            if "unitarity" in episode:
-                out["eval_1mU_at_best"] = float(1.0 - np.asarray(episode["unitarity"])[best])
-        else:
-            out["eval_JT_min"] = math.nan
-            if "t" in episode:
-                out["eval_t_JT_min"] = math.nan
-            if "unitarity" in episode:
-                out["eval_1mU_at_best"] = math.nan
-        out["eval_JT_end"] = float(np.asarray(episode["JT"])[idx[-1]]) if idx.size else math.nan
-    if "concurrence" in episode and "t" in episode:
-        c = np.asarray(episode["concurrence"], np.float64)[idx]
-        pe = np.flatnonzero(c >= PE_CONCURRENCE)
-        out["eval_t_first_PE"] = float(np.asarray(episode["t"])[idx[pe[0]]]) if pe.size else math.nan
+    if evaluation is not None:
+        for k, v in evaluation.summarise(episode).items():
+            out[EVAL_PREFIX + k] = v
     return out
 
 
-def format_eval_line(step: int, wall: float, summary: Mapping[str, float]) -> str:
-    """One human line: ``[step] wall R= minJT=..@..ns firstPE=..ns 1-U=..`` (fields present only).
+def env_fields(summary: Mapping[str, float]) -> dict[str, float]:
+    """The env's part of an `eval_summary` (prefix stripped; return and length left out)."""
+    return {k[len(EVAL_PREFIX):]: v for k, v in summary.items()
+            if k.startswith(EVAL_PREFIX) and k not in ("eval_return", "eval_len")}
 
-    ``firstPE=none yet`` when the episode never reached a perfect entangler (eval_t_first_PE NaN).
+
+def score_to_minimise(summary: Mapping[str, float], score: str, score_mode: str) -> float:
+    """The ranking value of an evaluation, as a number to minimise (NaN: cannot rank).
+
+    Args:
+        summary: `eval_summary` fields (or a progress row's, as strings).
+        score, score_mode: the env's `Evaluation.score` ("return" or one of its fields) and
+            "min" / "max".
     """
+    value = summary.get(EVAL_PREFIX + score)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return value if score_mode == "min" else -value
+
+
+def format_eval_line(step: int, wall: float, summary: Mapping[str, float],
+                     evaluation: Evaluation | None = None) -> str:
+    """One human line: ``[step] wall R=<return>`` then the env's own fields
+    (``evaluation.format``; for the gate env ``minJT=..@..ns firstPE=..ns 1-U=..``)."""
     parts = [f"[{step:>10d}] {wall:7.0f}s", f"R={summary['eval_return']:9.3f}"]
-    if "eval_JT_min" in summary:
-        s = f"minJT={summary['eval_JT_min']:.3e}"
-        if "eval_t_JT_min" in summary:
-            s += f"@{summary['eval_t_JT_min']:.1f}ns"
-        parts.append(s)
-    if "eval_t_first_PE" in summary:
-        t_pe = summary["eval_t_first_PE"]
-        # NaN means no step of the episode reached a perfect entangler: say so in words.
-        parts.append("firstPE=none yet" if math.isnan(t_pe) else f"firstPE={t_pe:.2f}ns")
-    if "eval_1mU_at_best" in summary:
-        parts.append(f"1-U={summary['eval_1mU_at_best']:.1e}")
+    extra = (evaluation or ReturnEvaluation()).format(env_fields(summary))
+    if extra:
+        parts.append(extra)
     return "  ".join(parts)

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .contracts import evaluation_of
 from .gae import gae
 from .losses import standardize
 
@@ -82,11 +83,12 @@ def flatten_time_env(x: jax.Array) -> jax.Array:
     return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
 
-def rollout_stats(traj: Transition) -> dict[str, Any]:
-    """Scalar diagnostics of a rollout: mean_reward, frac_done and, when the env reports J_T, min_JT."""
+def rollout_stats(traj: Transition, env=None) -> dict[str, Any]:
+    """Scalar diagnostics of a rollout: mean_reward, frac_done, and the env's own
+    (``env.evaluation.rollout_stats`` of the rollout's info, docs/contracts.md)."""
     stats = {"mean_reward": traj.reward.mean(), "frac_done": traj.done.astype(jnp.float32).mean()}
-    if "JT" in traj.info:
-        stats["min_JT"] = traj.info["JT"].min()
+    if env is not None:
+        stats.update(evaluation_of(env).rollout_stats(traj.info))
     return stats
 
 
@@ -120,6 +122,6 @@ def make_rollout_phase(model, env, n_steps: int, gamma: float, gae_lambda: float
         if normalize_advantage:
             data["adv"] = standardize(data["adv"])
         state = state._replace(env_state=env_state, obs=obs, key=key)
-        return state, (data, rollout_stats(traj))
+        return state, (data, rollout_stats(traj, env))
 
     return rollout_phase

@@ -103,7 +103,7 @@ def make_update(model, env, cfg: PPOConfig):
 
     Stats (scalars): pg_loss, v_loss, entropy, approx_kl, clip_frac (means over the evaluated
     minibatches), lr (last scheduled gradient step), grad_steps (gradient steps applied: all
-    n_epochs x n_minibatches unless `target_kl` stopped the update early), mean_reward, frac_done, min_JT (if the env reports JT), std (Gaussian).
+    n_epochs x n_minibatches unless `target_kl` stopped the update early), mean_reward, frac_done, the env's rollout statistics (docs/contracts.md), std (Gaussian).
     """
     rollout_phase, learn_phase = make_phases(model, env, cfg)
 

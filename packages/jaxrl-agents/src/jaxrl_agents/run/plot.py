@@ -2,39 +2,75 @@
 
 Writes into ``RUN_DIR/plots/`` (or ``--out``):
 
-- ``learning_curve.png``: evaluation J_T_min against environment steps (log scale), or the
-  evaluation return for environments without J_T;
-- ``best_episode.png``: along the best evaluation episode, the pulse u(t) (the env's ``amps``, or
-  the actions), J_T (log), concurrence and 1 - U (log) against t (ns, or step index).
+- ``learning_curve.png``: an evaluation field against environment steps;
+- ``best_episode.png``: panels of recorded per-step quantities along the best evaluation episode.
+
+What is plotted comes from the run directory, not from this module: config.json's
+``"evaluation"`` (the environment's description: score, score_mode and plot hints, see
+docs/contracts.md), the eval rows of progress.csv and evals.npz. Without a description (an env
+that describes none, an older run directory) it plots the evaluation return and the actions
+against the step index.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 
 import numpy as np
 
-from ..common.evaluation import eval_summary
+from ..common.evaluation import EVAL_PREFIX, eval_summary, score_to_minimise
 from .fileio import describe_os_error, load_npz
-from .run_files import EVALS_NPZ
+from .run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
 
 __all__ = ["plot_run", "main"]
 
+_GENERIC = {"score": "return", "score_mode": "max", "plots": {}}
+_CURVE = {"field": "return", "label": "eval return", "scale": "linear"}
+_PANELS = [{"key": "action", "label": "action", "kind": "stairs"}]
 
-def _best_index(evals: dict) -> int:
-    scores = []
-    for i in range(len(evals["step"])):
+
+def _description(run_dir: str) -> dict:
+    """config.json's ``"evaluation"`` (the env's description), or the generic one."""
+    try:
+        with open(os.path.join(run_dir, RUN_CONFIG), encoding="utf-8") as f:
+            desc = json.load(f).get("evaluation")
+    except (OSError, ValueError, AttributeError):
+        desc = None
+    return desc if isinstance(desc, dict) else _GENERIC
+
+
+def _summaries(run_dir: str, evals: dict) -> list[dict]:
+    """Per evaluation: return and length from evals.npz, plus the env's fields as the trainer
+    wrote them to the eval rows of progress.csv (matched by step)."""
+    rows = {r["step"]: r for r in read_progress(os.path.join(run_dir, PROGRESS_CSV))
+            if "eval_return" in r}
+    out = []
+    for i, step in enumerate(evals["step"]):
         s = eval_summary({k: v[i] for k, v in evals.items() if k != "step"})
-        scores.append(s.get("eval_JT_min", -s["eval_return"]))
-    scores = np.asarray(scores, float)
+        for k, v in rows.get(str(int(step)), {}).items():
+            if k.startswith(EVAL_PREFIX) and k not in s:
+                try:
+                    s[k] = float(v)
+                except ValueError:
+                    pass
+        out.append(s)
+    return out
+
+
+def _best_index(summaries: list[dict], desc: dict) -> int:
+    scores = np.asarray([score_to_minimise(s, desc.get("score", "return"),
+                                           desc.get("score_mode", "max")) for s in summaries],
+                        float)
     return int(np.nanargmin(scores)) if not np.all(np.isnan(scores)) else len(scores) - 1
 
 
 def _plot_pulse(ax, t_end, samples) -> None:
-    """Piecewise-constant pulse: step i covers (t_{i-1}, t_i] (t_{-1} = 0) and its K samples
-    split that segment evenly, in order (the contract's ``amps`` layout)."""
+    """Piecewise-constant signal: step i covers (t_{i-1}, t_i] (t_{-1} = 0) and its K samples
+    split that segment evenly, in order."""
     starts = np.concatenate([[0.0], t_end[:-1]])
     k = samples.shape[1]
     frac = np.arange(k + 1) / k
@@ -56,21 +92,24 @@ def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
         raise ValueError(f"run_dir: expected a run directory with {EVALS_NPZ}, got {run_dir!r} "
                          f"(has the run evaluated yet?)")
     evals = load_npz(path)
+    desc = _description(run_dir)
+    hints = desc.get("plots") or {}
     out_dir = out_dir or os.path.join(run_dir, "plots")
     os.makedirs(out_dir, exist_ok=True)
     name = os.path.basename(os.path.normpath(run_dir))
     steps = evals["step"]
-    summaries = [eval_summary({k: v[i] for k, v in evals.items() if k != "step"})
-                 for i in range(len(steps))]
+    summaries = _summaries(run_dir, evals)
     written = []
 
+    curve = hints.get("curve") or _CURVE
+    field = EVAL_PREFIX + curve.get("field", "return")
+    if not any(field in s for s in summaries):
+        curve, field = _CURVE, EVAL_PREFIX + "return"
     fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
-    if "JT" in evals:
-        ax.semilogy(steps, [s["eval_JT_min"] for s in summaries], "o-", ms=3)
-        ax.set_ylabel("eval $J_T$ min over the episode")
-    else:
-        ax.plot(steps, [s["eval_return"] for s in summaries], "o-", ms=3)
-        ax.set_ylabel("eval return")
+    ax.plot(steps, [s.get(field, math.nan) for s in summaries], "o-", ms=3)
+    if curve.get("scale") == "log":
+        ax.set_yscale("log")
+    ax.set_ylabel(curve.get("label", field))
     ax.set_xlabel("environment steps")
     ax.set_title(name, fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
@@ -78,31 +117,38 @@ def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
 
-    b = _best_index(evals)
+    b = _best_index(summaries, desc)
     alive = evals["alive"][b].astype(bool)
-    t = evals["t"][b][alive] if "t" in evals else np.flatnonzero(alive)
-    xlabel = "t (ns)" if "t" in evals else "step"
-    panels = [("amps" if "amps" in evals else "action", "pulse u(t)", "linear")]
-    panels += [(k, lab, sc) for k, lab, sc in (("JT", "$J_T$", "log"),
-                                               ("concurrence", "concurrence", "linear"),
-                                               ("unitarity", "1 - U", "log")) if k in evals]
+    x_hint = hints.get("x") or {}
+    x_key = x_hint.get("key")
+    if x_key in evals:
+        t, xlabel = evals[x_key][b][alive], x_hint.get("label", x_key)
+    else:
+        t, xlabel = np.flatnonzero(alive).astype(float), "step"
+    panels = [p for p in (hints.get("panels") or _PANELS) if p.get("key") in evals] or _PANELS
     fig, axes = plt.subplots(len(panels), 1, figsize=(6, 2.2 * len(panels)), sharex=True,
                              constrained_layout=True, squeeze=False)
-    for ax, (key, label, scale) in zip(axes[:, 0], panels):
-        y = evals[key][b][alive]
-        if key in ("amps", "action"):
-            _plot_pulse(ax, t, y.reshape(len(t), -1))
+    for ax, panel in zip(axes[:, 0], panels):
+        y = np.asarray(evals[panel["key"]][b][alive], float)
+        if panel.get("complement"):
+            y = 1.0 - y
+        if panel.get("kind") == "stairs":
+            # (T, K) samples per step, or (T, lines, K): one staircase per line
+            lines = y.reshape(len(t), -1, y.shape[-1]) if y.ndim == 3 else y.reshape(len(t), 1, -1)
+            for j in range(lines.shape[1]):
+                _plot_pulse(ax, t, lines[:, j, :])
         else:
-            ax.plot(t, 1.0 - y if key == "unitarity" else y)
-        if scale == "log":
+            ax.plot(t, y.reshape(len(t), -1))
+        if panel.get("scale") == "log":
             ax.set_yscale("log")
-        ax.set_ylabel(label)
+        ax.set_ylabel(panel.get("label", panel["key"]))
         ax.grid(True, which="both", alpha=0.3)
     axes[-1, 0].set_xlabel(xlabel)
     s = summaries[b]
     title = f"{name}\nbest eval at step {int(steps[b])}: return {s['eval_return']:.3f}"
-    if "eval_JT_min" in s:
-        title += f", J_T min {s['eval_JT_min']:.3e}"
+    score_field = EVAL_PREFIX + desc.get("score", "return")
+    if score_field in s and score_field != "eval_return":
+        title += f", {desc['score']} {s[score_field]:.3e}"
     axes[0, 0].set_title(title, fontsize=8)
     written.append(os.path.join(out_dir, "best_episode.png"))
     fig.savefig(written[-1], dpi=120)

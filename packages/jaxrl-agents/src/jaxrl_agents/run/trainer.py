@@ -7,13 +7,14 @@ compiled once. Each seed still gets its own run directory (so every tool reads o
         config.json      everything needed to rebuild the run (arguments, env spec and options,
                          algorithm config, versions, backend, precision, the seed group)
         progress.csv     one row per update: step, wall, then the stats sorted by name; the eval
-                         fields (eval_return, eval_len, eval_JT_min, ...) on eval rows only
+                         fields (eval_return, eval_len, then eval_<field> for every field of the
+                         env's evaluation summary) on eval rows only
         evals.npz        every evaluation episode: step (n_evals,), reward / alive (n_evals, T),
-                         action (n_evals, T, A) and every env info leaf (JT, concurrence, unitarity,
-                         t, amps (n_evals, T, K), ...)
+                         action (n_evals, T, A) and what the env's evaluation records per step
+                         (n_evals, T, ...)
         checkpoint.npz   latest checkpoint of the whole seed group (checkpoint.py)
-        best_policy/     policy with the best evaluation so far (lowest eval J_T_min, or highest
-                         eval return for environments without J_T)
+        best_policy/     policy with the best evaluation so far (the env's evaluation score:
+                         highest eval return for environments that describe none)
         last_policy/     policy at the latest evaluation
 
 Directories are created with ``os.makedirs(exist_ok=False)``: an existing run is never overwritten.
@@ -54,8 +55,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..common.config import AlgoConfig
+from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.envs import DEFAULT_ENV, check_env, load_env
-from ..common.evaluation import eval_summary, format_eval_line
+from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .algorithms import (FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo,
                          make_config, model_for)
@@ -209,7 +211,7 @@ class _SeedRecord:
         self.run_dir, self.seed = run_dir, seed
         self.rows: list[dict[str, str]] = []
         self.evals: dict[str, list[np.ndarray]] = {}
-        self.best = math.inf  # score to minimise: eval J_T_min, or -eval_return without J_T
+        self.best = math.inf  # the env's evaluation score, as a number to minimise
         self.best_step = -1
 
     def restore(self, rows: list[dict[str, str]], evals: dict[str, np.ndarray], best: float,
@@ -257,6 +259,7 @@ class _Run:
         self.records = [_SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
         self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
         self.compiled = compile_algorithm(algo, env, cfg)
+        self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by
         self.train_params = env.default_params
         # A multi-agent core may have no eval_params (optional in its contract): train params.
         self.eval_params = getattr(env, "eval_params", env.default_params)
@@ -276,27 +279,29 @@ class _Run:
         return Policy(self.compiled.model, seed_params, meta)
 
     def _evaluate(self, state, step: int, wall: float, rows: list[dict], reporter) -> float | None:
+        """Evaluate every seed; returns the group's best score of this evaluation (for the bar)."""
         episodes = jax.device_get(self.compiled.evaluate(
             state.params["actor"], self.eval_params, jax.random.PRNGKey(EVAL_KEY_SEED)))
         params = jax.device_get(state.params)
-        latest_jt = None
+        ev = self.evaluation
+        latest = None
         for s, rec in enumerate(self.records):
             ep = {k: np.asarray(v[s]) for k, v in episodes.items()}
             summary = (self.compiled.summarize(ep) if self.compiled.summarize is not None
-                       else eval_summary(ep))
+                       else eval_summary(ep, ev))
             rows[s].update({k: _fmt(v) for k, v in summary.items()})
             rec.add_eval(step, ep)
             policy = self._policy(params, s, step, summary)
             _save_policy(policy, os.path.join(rec.run_dir, LAST_POLICY_DIR))
-            score = summary.get("eval_JT_min", -summary["eval_return"])
+            score = score_to_minimise(summary, ev.score, ev.score_mode)
             if not math.isnan(score) and score < rec.best:
                 rec.best, rec.best_step = score, step
                 _save_policy(policy, os.path.join(rec.run_dir, BEST_POLICY_DIR))
             prefix = f"seed {self.seeds[s]} " if len(self.seeds) > 1 else ""
-            reporter.write(prefix + format_eval_line(step, wall, summary))
-            if "eval_JT_min" in summary and (latest_jt is None or summary["eval_JT_min"] < latest_jt):
-                latest_jt = summary["eval_JT_min"]
-        return latest_jt
+            reporter.write(prefix + format_eval_line(step, wall, summary, ev))
+            if not math.isnan(score) and (latest is None or score < latest):
+                latest = score
+        return latest if latest is None or ev.score_mode == "min" else -latest
 
     def _checkpoint(self, state, update: int, wall: float) -> None:
         for rec in self.records:
@@ -332,7 +337,7 @@ class _Run:
         cfg = self.cfg
         n_updates = cfg.n_updates
         reporter = ProgressReporter(n_updates * cfg.rollout_size, start_update * cfg.rollout_size,
-                                    self.progress_mode)
+                                    self.progress_mode, score_name=self.evaluation.score)
         state = jax.tree_util.tree_map(jnp.asarray, state)
         t0 = time.perf_counter()
         finished = True
@@ -522,6 +527,7 @@ def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, mode
             "format": "jaxrl_agents.run", "format_version": 1,
             "algo": algo, "env": env_spec, "env_options": env_options,
             "env_config": _env_description(env_obj), "algo_config": cfg.to_dict(),
+            "evaluation": describe_evaluation(evaluation_of(env_obj)),
             "network": model.to_dict(), "seed": s, "seeds": list(seeds), "group": group,
             "group_id": group_id,
             "eval_every": eval_every, "checkpoint_every": checkpoint_every, "tag": tag,

@@ -122,7 +122,7 @@ def make_update(model, env, cfg: TRPOConfig):
     """Build ``update(state, env_params) -> (state, stats)`` for one seed (pure; jit/vmap it).
 
     Stats: policy_objective, kl, line_search_success, improvement, value_loss, lr, mean_reward,
-    frac_done, min_JT (if the env reports JT), std (Gaussian).
+    frac_done, the env's rollout statistics (docs/contracts.md), std (Gaussian).
     """
     rollout_phase, learn_phase = make_phases(model, env, cfg)
 

@@ -1,0 +1,143 @@
+"""A gymnax environment behind the functional step contract (docs/contracts.md).
+
+    jaxrl-train --env jaxrl_agents.common.gymnax_env:make --env-option env_id=CartPole-v1
+
+gymnax (an optional dependency, imported only when `make` is called: ``pip install gymnax``)
+already separates ``terminated`` from the time-limit ``truncated`` in its auto-resetting ``step``.
+This adapter gives the contract's three functions over its non-resetting ``step_env``:
+
+- ``reset(key, params)`` -> ``reset_env``;
+- ``step(key, state, action, params)``: ``step_env`` (float actions in the default float dtype) plus ``truncated = is_truncated(new state)``
+  (the time limit) and ``~terminated`` (a natural end at the limit is a termination), no reset;
+- ``step_autoreset``: ``step``, then a fresh ``reset_env`` where the episode ended, the last
+  observation kept in ``info["final_obs"]``.
+
+Spaces become gymnasium spaces (Discrete, Box); the episode length is the params'
+``max_steps_in_episode``; params are converted to arrays (so the trainer can pass them into its
+compiled program) and ``eval_params`` are the default ones. gymnax envs describe no evaluation,
+so the trainer records the generic one (return and length).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["GymnaxEnv", "make"]
+
+
+def _gymnax():
+    try:
+        import gymnax
+    except ImportError as e:  # the optional dependency
+        raise ImportError("jaxrl_agents.common.gymnax_env needs gymnax: pip install gymnax") from e
+    return gymnax
+
+
+def _to_gymnasium(space):
+    """gymnax Discrete / Box -> gymnasium Discrete / Box."""
+    from gymnasium import spaces
+    from gymnax.environments import spaces as gx
+
+    if isinstance(space, gx.Discrete):
+        return spaces.Discrete(int(space.n))
+    if isinstance(space, gx.Box):
+        shape = tuple(space.shape)
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
+        return spaces.Box(low, high, shape, np.float32)
+    raise ValueError(f"env: gymnax space {space!r} is neither Discrete nor Box; the step contract "
+                     f"supports those two here")
+
+
+@dataclasses.dataclass(frozen=True)
+class GymnaxEnv:
+    """A gymnax environment under the step contract (hashable: a static jit argument).
+
+    Attributes:
+        env_id: the gymnax id, e.g. ``"CartPole-v1"``, ``"Pendulum-v1"``.
+    """
+
+    env_id: str = "CartPole-v1"
+
+    @functools.cached_property
+    def _pair(self):
+        gymnax = _gymnax()
+        if self.env_id not in gymnax.registered_envs:
+            raise ValueError(f"env_id: expected a registered gymnax id (e.g. 'CartPole-v1', "
+                             f"'Pendulum-v1'), got {self.env_id!r}")
+        return gymnax.make(self.env_id)
+
+    @property
+    def _env(self):
+        return self._pair[0]
+
+    @property
+    def _params(self):
+        return self._pair[1]
+
+    @property
+    def observation_space(self):
+        return _to_gymnasium(self._env.observation_space(self._params))
+
+    @property
+    def action_space(self):
+        return _to_gymnasium(self._env.action_space(self._params))
+
+    @property
+    def max_episode_steps(self) -> int:
+        return int(self._params.max_steps_in_episode)
+
+    @property
+    def default_params(self) -> Any:
+        # Python numbers -> arrays: the trainer passes params into its compiled program.
+        return jax.tree_util.tree_map(jnp.asarray, self._params)
+
+    @property
+    def eval_params(self) -> Any:
+        return self.default_params
+
+    def reset(self, key, params):
+        return self._env.reset_env(key, params)
+
+    def step(self, key, state, action, params):
+        if jnp.issubdtype(jnp.asarray(action).dtype, jnp.floating):
+            # The agent's float32 action would make float leaves of the state (Pendulum's last_u)
+            # float32 where reset made them float64 under x64: lax.scan needs one dtype.
+            action = jnp.asarray(action, jnp.result_type(float))
+        obs, state, reward, done, info = self._env.step_env(key, state, action, params)
+        terminated = jnp.asarray(done, bool)
+        truncated = jnp.asarray(self._env.is_truncated(state, params), bool) & ~terminated
+        return obs, state, jnp.asarray(reward, jnp.result_type(float)), terminated, truncated, \
+            dict(info)
+
+    def step_autoreset(self, key, state, action, params):
+        k_step, k_reset = jax.random.split(key)
+        obs, new_state, reward, term, trunc, info = self.step(k_step, state, action, params)
+        obs_reset, state_reset = self.reset(k_reset, params)
+        done = term | trunc
+        new_state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), state_reset,
+                                           new_state)
+        info = {**info, "final_obs": obs}
+        return jnp.where(done, obs_reset, obs), new_state, reward, term, trunc, info
+
+
+def make(env_id: str = "CartPole-v1") -> GymnaxEnv:
+    """Factory for ``jaxrl-train --env jaxrl_agents.common.gymnax_env:make``.
+
+    Args:
+        env_id: a registered gymnax id (``CartPole-v1``, ``Pendulum-v1``, ...).
+
+    Raises:
+        ValueError: `env_id` is not a string or not registered; ImportError without gymnax.
+    """
+    if not isinstance(env_id, str):
+        raise ValueError(f"env_id: expected a gymnax id string, got {env_id!r}")
+    env = GymnaxEnv(env_id)
+    env._pair  # noqa: B018 (build now: an unknown id fails here, not inside the trainer)
+    return env
