@@ -9,7 +9,9 @@ methods are pure functions of explicit pytrees, jit- and vmap-able:
                                                    info["final_obs"] keeps their last observation)
 
 By default it is the paper run's MDP step for step (spec 3); see ``EnvConfig`` for the switches.
-The physics is float64: trace these functions under ``jax.enable_x64(True)``.
+``GateEnv`` is a view of the one core (``quantgate_env.core.GateCore``) with the coupler line alone.
+The physics is float64 by default: trace these functions under ``jax.enable_x64(True)``; with
+``precision="float32"`` every array is float32 and no x64 is needed.
 """
 
 from __future__ import annotations

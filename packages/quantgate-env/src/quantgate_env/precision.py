@@ -8,6 +8,10 @@ array is float64/complex128. Two kinds of entry point exist:
   adapters) wrap it in :func:`x64_scope`;
 * functions meant to be traced inside a caller's program (the functional environment) call
   :func:`require_x64`, which raises with the fix instead of silently computing in float32.
+
+An environment built with ``precision="float32"`` is the explicit exception: every array is float32,
+no x64 is needed, and the sector states are re-normalised after every sample (J_T within ~1e-7 of
+float64 on the paper's pulses; README "Precision").
 """
 
 from __future__ import annotations
