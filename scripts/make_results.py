@@ -54,7 +54,10 @@ def read_run(run_dir: str) -> dict:
         config = json.load(handle)
     with open(os.path.join(run_dir, "progress.csv")) as handle:
         rows = list(csv.DictReader(handle))
-    evals = [r for r in rows if r.get("eval_JT_min") not in (None, "")]
+    # Field names come from the run: config.json's "evaluation" (the env's description, written
+    # by jaxrl-train) names the score; the gate env's other fields are eval_<quantgate field>.
+    score = f"eval_{config.get('evaluation', {}).get('score', 'JT_min')}"
+    evals = [r for r in rows if r.get(score) not in (None, "")]
     summary = {
         "run": os.path.basename(os.path.normpath(run_dir)),
         "dir": run_dir,
@@ -70,15 +73,15 @@ def read_run(run_dir: str) -> dict:
     }
     if not evals:
         return summary
-    jt = np.array([_float(r["eval_JT_min"]) for r in evals])
+    jt = np.array([_float(r[score]) for r in evals])
     best = int(np.nanargmin(jt))
     summary.update(
         best_JT=jt[best],
-        best_t=_float(evals[best]["eval_t_JT_min"]),
+        best_t=_float(evals[best].get("eval_t_JT_min")),
         best_step=int(_float(evals[best]["step"])),
         best_wall=_float(evals[best]["wall"]),
-        best_1mU=_float(evals[best]["eval_1mU_at_best"]),
-        best_first_PE=_float(evals[best]["eval_t_first_PE"]),
+        best_1mU=_float(evals[best].get("eval_1mU_at_best")),
+        best_first_PE=_float(evals[best].get("eval_t_first_PE")),
     )
     for threshold in THRESHOLDS:
         hit = np.flatnonzero(jt < threshold)
