@@ -26,8 +26,8 @@ class ProgressReporter:
         start_step: steps already done (resumed runs).
         mode: "bar" (tqdm), "lines" (plain text), "off", or None = "bar" if stderr is a TTY.
         line_every: in "lines" mode, print a status line every this many updates.
-        score_name: what the latest evaluation score is (the env's ``evaluation.score``, e.g.
-            ``JT_min``; ``return`` for envs that describe no evaluation), shown as
+        score_name: what the latest evaluation score is (the env's ``evaluation.score``;
+            ``return`` for envs that describe no evaluation), shown as
             ``eval <score_name>=<value>``.
     """
 
