@@ -79,7 +79,7 @@ def eigh_step(core: GateEnv):
 
     def step(key, state, action, params):
         action = jnp.clip(jnp.asarray(action, dtype=jnp.float64), -1.0, 1.0)
-        requested = state.amps[-1] + jnp.cumsum(action * cfg.delta_per_action)
+        requested = state.amps[0, -1] + jnp.cumsum(action * cfg.delta_per_action)  # amps: (1, K), one line
         oob = jnp.sum(jnp.maximum(jnp.abs(requested) / cfg.amp_bound - 1.0, 0.0)) > 0
         amps = jnp.clip(requested, -cfg.amp_bound, cfg.amp_bound)
         sectors = _eigh_propagate(state.sectors, state.drift_blocks, amps, cfg.dt)
@@ -89,10 +89,12 @@ def eigh_step(core: GateEnv):
         reward = jnp.where(oob, cfg.terminal_penalty * (1.0 - state.idx / cfg.pulse_length), reward)
         idx = state.idx + cfg.n_time_steps
         terminated = idx + cfg.n_time_steps - 1 >= cfg.pulse_length
-        obs = core._observe(sectors, amps, state.idx)
+        new_state = state._replace(sectors=sectors, amps=amps[None], idx=idx, obs_idx=state.idx,
+                                   terminated=terminated, truncated=oob)
+        obs = core.observe(new_state)  # the core's observation of the state (time feature before the advance)
         info = {"JT": metrics.JT, "concurrence": metrics.concurrence, "unitarity": metrics.unitarity,
                 "tv_penalty": tv, "oob": oob, "t": idx * cfg.dt, "amps": amps}
-        return obs, state._replace(sectors=sectors, amps=amps, idx=idx), reward, terminated, oob, info
+        return obs, new_state, reward, terminated, oob, info
 
     return step
 
