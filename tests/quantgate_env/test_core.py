@@ -190,16 +190,18 @@ def _paper_or_random(name, pulse_dir):
 def test_float32_error_in_JT_is_bounded_by_float32_epsilon(name, pulse_dir):
     """float32 vs float64 J_T after every sample of the paper's pulses and a random one.
 
-    Bound: n eps32 after n samples, the error of n sample maps each exact to a relative float32
-    rounding of their unit-norm states (worst-case linear accumulation, J_T's sensitivity to the
-    states is <= 1). Measured (README): 3e-8 to 1e-5, far inside. The float64 path is exact to
+    Bound: (n + 32) eps32 after n samples, the error of n sample maps each exact to a relative
+    float32 rounding of their unit-norm states (worst-case linear accumulation, J_T's sensitivity
+    to the states is <= 1) plus the metric evaluation's own few dozen roundings (Weyl coordinates,
+    concurrence). Measured (README): 3e-8 to 1e-5, at most 0.37 n eps32. The float64 path is exact to
     ~1e-14 (test_physics), so the difference is the float32 error.
     """
     amps, dt = _paper_or_random(name, pulse_dir)
     jt32, jt64 = _jt_trace(amps, dt, "float32"), _jt_trace(amps, dt, "float64")
     np.testing.assert_allclose(jt64, rollout_pulse(amps, dt=dt)["JT"], rtol=0, atol=1e-13)
     n = np.arange(1, amps.size + 1)
-    assert (np.abs(jt32 - jt64) <= n * EPS32).all(), np.max(np.abs(jt32 - jt64) / (n * EPS32))
+    bound = (n + 32) * EPS32
+    assert (np.abs(jt32 - jt64) <= bound).all(), np.max(np.abs(jt32 - jt64) / bound)
 
 
 def test_float32_env_reads_the_paper_rl_pulse_within_a_random_walk_of_epsilon(pulse_dir):
