@@ -57,7 +57,8 @@ def test_cli_trains_writes_every_file_and_plots(tmp_path):
 
 def test_cli_rejects_bad_input_with_a_clear_message(tmp_path, capsys):
     assert cli.main(["--algo", "sac"]) == 2
-    assert "--algo: expected one of ['ppo', 'trpo'], got 'sac'" in capsys.readouterr().err
+    assert ("--algo: expected one of ['ippo', 'ippo_lagrangian', 'ppo', 'trpo'], got 'sac'"
+            in capsys.readouterr().err)
     assert cli.main(["--env", TOY_ENV, "--n-minibatches", "7", "--out", str(tmp_path)]) == 2
     assert "n_minibatches: expected a divisor" in capsys.readouterr().err
     assert cli.main(["--env", TOY_ENV, "--lr", "nan", "--out", str(tmp_path)]) == 2
