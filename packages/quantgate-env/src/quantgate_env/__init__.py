@@ -7,15 +7,15 @@ the Gymnasium id ``quantgate_env:ZCQPEE-v0`` (single and vectorised).
 
 import gymnasium as _gymnasium
 
+from . import pettingzoo  # noqa: F401  quantgate_env.pettingzoo.parallel_env(...) after `import quantgate_env`
 from .config import EnvConfig
 from .device import DeviceParams, nominal_device
 from .drift import DRIFT_RANGES, DriftParams
 from .env import EnvParams, EnvState, GateEnv, make, observation_layout
+from .grape import RefineResult, refine_pulse
 from .marl import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
 from .metrics import gate_metrics
 from .pulses import load_pulse_csv, rollout_pulse, save_pulse_csv
-from .grape import RefineResult, refine_pulse
-from . import pettingzoo  # quantgate_env.pettingzoo.parallel_env(**options) after `import quantgate_env`
 
 __version__ = "0.1.0"
 

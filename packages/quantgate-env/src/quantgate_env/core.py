@@ -182,7 +182,8 @@ class GateCore:
     @property
     def default_params(self) -> EnvParams:
         """Training parameters: the nominal device with the configured drift half-widths (numpy,
-        so this works inside ``jit`` too)."""
+        so this works inside ``jit`` too).
+        """
         cfg = self.config.env
         drift = DriftParams(*(np.asarray(float(x)) for x in (cfg.max_drift, cfg.qubit_drift_mhz, cfg.coupler_drift_mhz, cfg.g_drift_mhz)))
         return self._numpy_params(EnvParams(nominal_device(), drift))
@@ -199,7 +200,8 @@ class GateCore:
     @functools.cached_property
     def _constants(self):
         """Per line (rows in line order), numpy float64: bounds (n,), deltas (n,), level deltas
-        (n, n_levels) rad/ns (the very numbers masks and steps add), diagonals ((n, 3), (n, 6))."""
+        (n, n_levels) rad/ns (the very numbers masks and steps add), diagonals ((n, 3), (n, 6)).
+        """
         cfg = self.config
         bounds = np.array([cfg.bound(a) for a in self.lines])
         deltas = np.array([cfg.delta(a) for a in self.lines])
@@ -282,7 +284,8 @@ class GateCore:
 
     def action_masks(self, state: CoreState) -> jnp.ndarray:
         """Discrete-mode masks (n_lines, K, n_levels) bool for the next step (rule in
-        ``quantgate_env.marl``: any action drawn component-wise from its mask stays in bounds)."""
+        ``quantgate_env.marl``: any action drawn component-wise from its mask stays in bounds).
+        """
         bounds, _, level_deltas, _ = self._constants
         masks = []
         for i in range(len(self.lines)):
@@ -398,7 +401,8 @@ class GateCore:
 
     def reset_info(self, state: CoreState) -> dict:
         """Info of a freshly reset state, with the structure ``step`` returns (zeros for the step
-        quantities), so a scan can carry it."""
+        quantities), so a scan can carry it.
+        """
         env_cfg = self.config.env
         metrics = state_metrics(state.sectors, env_cfg.objective, env_cfg.concurrence_weight, env_cfg.unitarity_weight)
         zero = jnp.zeros((), self.float_dtype)

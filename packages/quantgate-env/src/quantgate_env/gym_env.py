@@ -24,7 +24,8 @@ __all__ = ["GateGymEnv", "GateVectorEnv"]
 
 def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
     """Actions as float64 with the expected shape; NaN, a wrong shape or entries that are not
-    real numbers (strings, bools, complex: never coerced) raise ValueError."""
+    real numbers (strings, bools, complex: never coerced) raise ValueError.
+    """
     array = real_array(name, action)
     if array.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {array.shape}")
@@ -33,7 +34,7 @@ def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> 
     return array
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(core: GateEnv):
     """Compiled reset/step of one environment configuration (shared across instances).
 
@@ -62,7 +63,7 @@ def _compiled(core: GateEnv):
     return jax.jit(reset), jax.jit(next_episode), jax.jit(step)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _output_layout(core: GateEnv):
     """How to cut the packed step output back into (obs, reward, terminated, truncated, info)."""
     with x64_scope():
@@ -100,7 +101,7 @@ def _device_params(core: GateEnv):
         return jax.device_put(core.default_params)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_vector(core: GateEnv):
     """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics)."""
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 try:
     from flax import struct
     from gymnax.environments import environment, spaces

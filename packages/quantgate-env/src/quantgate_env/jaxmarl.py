@@ -41,6 +41,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 try:
     from flax import struct
     from jaxmarl.environments import spaces

@@ -204,12 +204,14 @@ class MultiGateEnv:
 
     def action_masks(self, state: MultiGateState) -> dict:
         """Discrete-mode masks {agent: (K, n_levels) bool} for the next step (rule in the module
-        docstring: any action drawn component-wise from its mask stays within the bound)."""
+        docstring: any action drawn component-wise from its mask stays within the bound).
+        """
         return self._per_agent(self.core.action_masks(state))
 
     def reset_info(self, state: MultiGateState) -> dict:
         """Infos of a freshly reset state, with the structure ``step`` returns (zeros for the
-        step quantities), so a scan can carry them."""
+        step quantities), so a scan can carry them.
+        """
         return self._infos(self.core.reset_info(state))
 
     def step(self, key: jax.Array, state: MultiGateState, actions: dict, params: EnvParams):

@@ -182,7 +182,7 @@ _NEWTON_STEPS = 8
 
 
 def _maximise_phase_trace(coeffs: jnp.ndarray, exponents: np.ndarray) -> jnp.ndarray:
-    """max over phases p of |sum_k coeffs_k exp(i exponents_k . p)|^2.
+    """Max over phases p of |sum_k coeffs_k exp(i exponents_k . p)|^2.
 
     A 10-point-per-axis grid on [-pi, pi) finds the basin, then modified Newton steps (Hessian
     eigenvalues capped below -1e-6 (1 + max|w|), so every step ascends) polish it. The phases are

@@ -32,7 +32,7 @@ __all__ = ["GateParallelEnv", "parallel_env"]
 MASKED_ACTION_MODES = ("raise", "execute")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(core: MultiGateEnv):
     """Compiled reset (with its infos) and step of one configuration, shared across instances."""
 
@@ -65,7 +65,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
     * ``masked_action`` ("raise"): a masked discrete action is a ValueError, never rewritten;
       "execute" plays it as proposed (the oob mode then applies; ``info[agent]["masked_action"]``
       flags it), for tests that sample without masks.
- Every agent receives the team reward; all
+    Every agent receives the team reward; all
     agents end together (terminated at the end of the pulse, truncated when any line leaves its
     bound in ``oob_mode="terminate"``). ``infos[agent]`` holds JT, concurrence, unitarity,
     tv_penalty, oob, t, leakage_increase, amps, excess, cost and, in discrete mode, action_mask
@@ -217,7 +217,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         return array.astype(np.int64)
 
     def _convert(self, obs: dict, infos: dict) -> tuple[dict, dict]:
-        """numpy float32 observations and numpy infos; masks in Gymnasium's sample form."""
+        """Numpy float32 observations and numpy infos; masks in Gymnasium's sample form."""
         out_obs, out_infos = {}, {}
         for agent in self.possible_agents:
             info = {key: np.asarray(value) for key, value in infos[agent].items()}

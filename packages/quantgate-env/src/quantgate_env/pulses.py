@@ -13,12 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .device import DeviceParams, nominal_device, validate_device
+from .files import atomic_open
 from .hamiltonian import sector_drift
 from .metrics import OBJECTIVES, state_metrics
 from .precision import x64_scope
 from .propagation import TaylorPlan, initial_sector_state, propagate_samples
 from .validation import choice, finite_array, positive_number
-from .files import atomic_open
 
 __all__ = ["load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
 

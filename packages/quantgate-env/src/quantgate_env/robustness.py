@@ -29,11 +29,11 @@ import numpy as np
 from .device import DeviceParams, nominal_device, validate_device
 from .drift import DRIFT_RANGES
 from .env import GateEnv, make
+from .files import atomic_open
 from .metrics import OBJECTIVES
 from .precision import x64_scope
 from .pulses import pulse_metrics, pulse_plan
 from .validation import choice, finite_array, positive_number
-from .files import atomic_open
 
 __all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
 
@@ -109,14 +109,16 @@ class RobustnessMap:
 
     def save_npz(self, path, *, overwrite: bool = False) -> None:
         """The map as ``.npz`` (offsets_mhz, jt_at_gate_time, jt_best, gate_time, n), written
-        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError)."""
+        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError).
+        """
         with atomic_open(path, overwrite=overwrite, binary=True) as handle:
             np.savez(handle, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
                      jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
 
     def save_png(self, path, title: str = "", *, overwrite: bool = False) -> None:
         """Heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib), written
-        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError)."""
+        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError).
+        """
         try:
             import matplotlib
 

@@ -96,8 +96,9 @@ def _evaluate(args) -> int:
 
 
 def _run_evaluation(args) -> int:
-    from .load import load
     from jaxrl_agents.common.evaluation import format_eval_line
+
+    from .load import load
 
     policy = load(args.model, activation=args.activation)
     options = _parse_options(args.env_option)
@@ -151,6 +152,7 @@ def _inspect(args) -> int:
 
 def _export(args) -> int:
     from jaxrl_agents.common.policy import load_policy
+
     from .sb3_export import export
     path = export(load_policy(args.policy), args.out, algo=args.algo, overwrite=args.force)
     print(f"wrote {path} (load with {'sb3_contrib.TRPO' if args.algo == 'trpo' else 'stable_baselines3.' + args.algo.upper()}.load)")
@@ -160,7 +162,8 @@ def _export(args) -> int:
 def main(argv=None) -> int:
     """Entry point of the ``sb3-bridge`` console script. Returns the exit code: 0 ok, 2 bad
     arguments or checkpoint, an output file that exists (without ``--force``) or a failed write,
-    3 ``inspect`` of an unsupported checkpoint."""
+    3 ``inspect`` of an unsupported checkpoint.
+    """
     args = build_parser().parse_args(argv)
     try:
         return {"inspect": _inspect, "evaluate": _evaluate, "export": _export}[args.command](args)

@@ -189,7 +189,8 @@ def _gymnasium_episode(policy, env, seed: int) -> dict[str, np.ndarray]:
 def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) -> None:
     """Write ``summary`` as indented JSON (numpy scalars as floats), atomically: the whole text is
     built before the file is touched. Raises ``FileExistsError`` if ``path`` exists and
-    ``overwrite`` is False."""
+    ``overwrite`` is False.
+    """
     from jaxrl_agents.run.fileio import atomic_write
     refuse_existing([path], overwrite=overwrite)
     text = json.dumps(summary, indent=2, default=float) + "\n"
@@ -223,7 +224,8 @@ def describe_evaluation(env: Any = "quantgate_env:make", options: Mapping[str, A
 def summarize(episode: Mapping[str, np.ndarray], description=None) -> dict[str, float]:
     """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``): return,
     length, and the fields of the environment's description (`describe_evaluation`; None: return
-    and length only), each as ``eval_<field>``."""
+    and length only), each as ``eval_<field>``.
+    """
     from jaxrl_agents.common.evaluation import eval_summary
     return eval_summary(episode, description)
 
@@ -257,7 +259,8 @@ def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *
 
 def output_files(episodes: int) -> list[str]:
     """Names of the files ``sb3-bridge evaluate --out DIR`` writes for ``episodes`` episodes (the
-    pulse files only when the environment reports ``amps``)."""
+    pulse files only when the environment reports ``amps``).
+    """
     pulses = ["pulse.csv"] if episodes == 1 else [f"pulse_{i}.csv" for i in range(episodes)]
     return ["evals.npz", "summary.json"] + pulses
 

@@ -59,9 +59,10 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     out_path = _zip_path(path)
     refuse_existing([out_path], overwrite=overwrite)
     try:
+        import importlib
+
         import gymnasium as gym
         import torch
-        import importlib
         algo_cls = getattr(importlib.import_module(_ALGOS[key][0]), _ALGOS[key][1])
     except ImportError as exc:
         raise ImportError(f"sb3_bridge.export needs torch and stable-baselines3 (and sb3-contrib for "

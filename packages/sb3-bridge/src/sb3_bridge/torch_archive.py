@@ -78,7 +78,7 @@ class _Storage:
 
 
 def read_state_dict(blob: bytes, path, member: str = "policy.pth", *,
-                    budget: archive.ReadBudget | None = None) -> "OrderedDict[str, np.ndarray]":
+                    budget: archive.ReadBudget | None = None) -> OrderedDict[str, np.ndarray]:
     """Parse a torch-saved state_dict without torch.
 
     Args:

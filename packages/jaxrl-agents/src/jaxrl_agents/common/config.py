@@ -11,7 +11,6 @@ type). Strings, bools and complex numbers are refused, never coerced; every floa
 from __future__ import annotations
 
 import argparse
-
 import dataclasses
 import json
 import math
@@ -49,7 +48,7 @@ def _freeze(value):
 
 
 def _key_value_parser(flag: str):
-    """argparse type of a repeatable KEY=VALUE flag: one (key, value) pair, VALUE as JSON."""
+    """Argparse type of a repeatable KEY=VALUE flag: one (key, value) pair, VALUE as JSON."""
     def parse(item: str):
         try:
             return next(iter(parse_env_options([item], flag=flag).items()))
@@ -141,7 +140,8 @@ def _check_value(name: str, check: str, value: Any) -> Any:
 @dataclasses.dataclass(frozen=True)
 class ValidatedConfig:
     """Base of every config (PPO/TRPO's `AlgoConfig`, IPPO's): each field declared with `cfg_field`
-    is validated and normalised in ``__post_init__``, then `_check_consistency` relates fields."""
+    is validated and normalised in ``__post_init__``, then `_check_consistency` relates fields.
+    """
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # _check_value refuses non-finite floats itself
@@ -212,7 +212,8 @@ class AlgoConfig(ValidatedConfig):
 
 class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows defaults, except for flags whose default is None: config flags default to None so that
-    only typed values override the config, and their help already names the config's default."""
+    only typed values override the config, and their help already names the config's default.
+    """
 
     def _get_help_string(self, action):
         if action.default is None:

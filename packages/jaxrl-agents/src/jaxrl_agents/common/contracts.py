@@ -100,7 +100,8 @@ class Evaluation(Protocol):
 
     def rollout_stats(self, info: Any) -> Mapping[str, jax.Array]:
         """Scalar diagnostics of a training rollout (traced), from the info of the rollout's
-        steps with leading axes (T, N, ...); written to progress.csv each update."""
+        steps with leading axes (T, N, ...); written to progress.csv each update.
+        """
 
 
 @runtime_checkable
@@ -172,7 +173,8 @@ def evaluation_of(env) -> Evaluation:
 
 def describe_evaluation(evaluation: Evaluation) -> dict:
     """What the run directory keeps of an evaluation (config.json ``"evaluation"``): score,
-    score_mode and the plot hints, so tools read field names without importing the env."""
+    score_mode and the plot hints, so tools read field names without importing the env.
+    """
     return {"score": evaluation.score, "score_mode": evaluation.score_mode,
             "plots": dict(evaluation.plots or {})}
 
@@ -191,7 +193,8 @@ def _describe(tree) -> str:
 
 def _trace(name: str, part: str, fn, *args):
     """`jax.eval_shape(fn, *args)`; a failure is the named part (``"jit"`` for tracer errors,
-    which is what ``jax.jit`` would raise: Python control flow or numpy on traced values)."""
+    which is what ``jax.jit`` would raise: Python control flow or numpy on traced values).
+    """
     try:
         return jax.eval_shape(fn, *args)
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,

@@ -83,7 +83,7 @@ def mask_logits(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
 
 
 def categorical_logp(logits: jax.Array, action: jax.Array) -> jax.Array:
-    """log pi(action): logits (B..., N), integer action (B...,) -> (B...,)."""
+    """Log pi(action): logits (B..., N), integer action (B...,) -> (B...,)."""
     logp_all = jax.nn.log_softmax(logits, axis=-1)
     return jnp.take_along_axis(logp_all, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 

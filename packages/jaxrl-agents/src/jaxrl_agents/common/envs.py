@@ -22,7 +22,8 @@ DEFAULT_ENV = "quantgate_env:make"
 
 def parse_env_options(items: list[str] | None, flag: str = "--env-option") -> dict[str, Any]:
     """Parse ``["KEY=VALUE", ...]``: VALUE as JSON when possible (1, 0.5, true, null, [1, 2]),
-    Python's True/False/None, else a plain string. `flag` names the option in errors."""
+    Python's True/False/None, else a plain string. `flag` names the option in errors.
+    """
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:

@@ -114,7 +114,8 @@ def score_to_minimise(summary: Mapping[str, float], score: str, score_mode: str)
 def format_eval_line(step: int, wall: float, summary: Mapping[str, float],
                      evaluation: Evaluation | None = None) -> str:
     """One human line: ``[step] wall R=<return>`` then the env's own line of its fields
-    (``evaluation.format``, given the summary without the ``eval_`` prefix)."""
+    (``evaluation.format``, given the summary without the ``eval_`` prefix).
+    """
     parts = [f"[{step:>10d}] {wall:7.0f}s", f"R={summary['eval_return']:9.3f}"]
     extra = (evaluation or ReturnEvaluation()).format(env_fields(summary))
     if extra:

@@ -40,7 +40,7 @@ def _gymnax():
 
 
 def _to_gymnasium(space):
-    """gymnax Discrete / Box -> gymnasium Discrete / Box."""
+    """Gymnax Discrete / Box -> gymnasium Discrete / Box."""
     from gymnasium import spaces
     from gymnax.environments import spaces as gx
 

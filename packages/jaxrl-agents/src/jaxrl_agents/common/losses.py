@@ -1,5 +1,6 @@
 """The losses PPO, TRPO and IPPO share: the clipped surrogate (PPO and IPPO), the value MSE (every
-critic, IPPO-Lagrangian's cost critic included) and the advantage standardisation."""
+critic, IPPO-Lagrangian's cost critic included) and the advantage standardisation.
+"""
 
 from __future__ import annotations
 

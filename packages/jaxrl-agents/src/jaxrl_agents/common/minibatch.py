@@ -1,5 +1,6 @@
 """The one minibatch loop: epochs over fresh permutations of a flat batch, each split into equal
-minibatches, as a `lax.scan` of `lax.scan`s (PPO, IPPO and TRPO's critic all train this way)."""
+minibatches, as a `lax.scan` of `lax.scan`s (PPO, IPPO and TRPO's critic all train this way).
+"""
 
 from __future__ import annotations
 

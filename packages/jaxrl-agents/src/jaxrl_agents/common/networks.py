@@ -120,7 +120,7 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        """x (B..., in) -> (B..., features[-1]) float32; no activation after the last layer."""
+        """X (B..., in) -> (B..., features[-1]) float32; no activation after the last layer."""
         act = ACTIVATIONS[self.activation]
         h = x.astype(jnp.float32)
         n_layers = len(self.features)
@@ -135,7 +135,8 @@ class MLP(nn.Module):
 
 def mlp_apply(net: Params, x: jax.Array, activation: str) -> jax.Array:
     """Apply the default tower to its parameters `net` (as built by `mlp_init`): x (B..., in) ->
-    (B..., out). The widths are read from the kernels."""
+    (B..., out). The widths are read from the kernels.
+    """
     features = tuple(net[f"dense_{i}"]["kernel"].shape[1] for i in range(len(net)))
     return MLP(features, activation).apply({"params": net}, x)
 
@@ -332,7 +333,8 @@ class ActorCritic:
     def from_spaces(cls, observation_space, action_space, hidden=(128, 128), activation="tanh",
                     network=None, network_options=()):
         """Build the network definition for gymnasium spaces (1-D Box observations;
-        Box, Discrete or MultiDiscrete actions); `network` / `network_options` as the fields."""
+        Box, Discrete or MultiDiscrete actions); `network` / `network_options` as the fields.
+        """
         from gymnasium import spaces
 
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:

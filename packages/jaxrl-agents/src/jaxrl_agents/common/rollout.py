@@ -1,5 +1,6 @@
 """Collecting on-policy experience: `lax.scan` over the vmapped auto-resetting environment step,
-and the rollout half (rollout + GAE) of the PPO and TRPO updates."""
+and the rollout half (rollout + GAE) of the PPO and TRPO updates.
+"""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def flatten_time_env(x: jax.Array) -> jax.Array:
 
 def rollout_stats(traj: Transition, env=None) -> dict[str, Any]:
     """Scalar diagnostics of a rollout: mean_reward, frac_done, and the env's own
-    (``env.evaluation.rollout_stats`` of the rollout's info, docs/contracts.md)."""
+    (``env.evaluation.rollout_stats`` of the rollout's info, docs/contracts.md).
+    """
     stats = {"mean_reward": traj.reward.mean(), "frac_done": traj.done.astype(jnp.float32).mean()}
     if env is not None:
         stats.update(evaluation_of(env).rollout_stats(traj.info))

@@ -62,7 +62,7 @@ def info_field(info: Mapping, agent, name: str):
 
 
 def core_spaces(core, cfg) -> dict:
-    """agent -> `AgentSpaces` of a functional core (1-D Box observations), ValueError otherwise."""
+    """Agent -> `AgentSpaces` of a functional core (1-D Box observations), ValueError otherwise."""
     agents = tuple(core.agents)
     if not agents or len(set(agents)) != len(agents):
         raise ValueError(f"env.agents: expected unique agent ids, got {agents!r}")
@@ -77,7 +77,7 @@ def core_spaces(core, cfg) -> dict:
 
 
 def _to_env_action(sp: AgentSpaces, action):
-    """jnp version of AgentSpaces.to_env for one environment's action (no batch axis)."""
+    """Jnp version of AgentSpaces.to_env for one environment's action (no batch axis)."""
     space = sp.action_space
     if isinstance(space, spaces.Discrete):
         return action + int(space.start)
@@ -146,7 +146,8 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
 
     def masks_from(info, state, n=n_envs):
         """Masks of the current observations; `info` None means "just reset": the core's
-        reset_info(state) or action_masks(state), if it has either, else all allowed."""
+        reset_info(state) or action_masks(state), if it has either, else all allowed.
+        """
         if info is None and callable(getattr(core, "reset_info", None)):
             info = jax.vmap(core.reset_info)(state)
         elif info is None and callable(getattr(core, "action_masks", None)):
@@ -183,7 +184,8 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
 
     def act(actors, obs, masks, key, deterministic):
         """Network actions {agent: (N, ...)} and log-probabilities of every group's agents
-        (`actors`: ``IPPOState.params["actor"]``)."""
+        (`actors`: ``IPPOState.params["actor"]``).
+        """
         net_act, logp = {}, {}
         for gi, g in enumerate(groups):
             actor = actors[gi]
@@ -365,7 +367,8 @@ def _train_compiled(cfg, seed, lagrangian, core, timesteps, progress_callback):
 
 def history_row(agents, stats: dict) -> dict:
     """Per-agent python scalars of one update's stats ``{name: (A,)}`` (flags as bool, counts as
-    int), the rows of `IPPOResult.history`."""
+    int), the rows of `IPPOResult.history`.
+    """
     row = {}
     for j, a in enumerate(agents):
         r = {k: float(v[j]) for k, v in stats.items()}
@@ -380,7 +383,7 @@ def history_row(agents, stats: dict) -> dict:
 
 
 def agent_params(prog, params: dict) -> dict:
-    """agent -> its own parameters ``{"actor", "critic", ...}`` from `IPPOState.params`."""
+    """Agent -> its own parameters ``{"actor", "critic", ...}`` from `IPPOState.params`."""
     out = {}
     for gi, g in enumerate(prog.groups):
         for a, pa in zip(g.agents, unstack_params(group_params(params, gi), len(g.agents))):
@@ -416,7 +419,8 @@ class Program(NamedTuple):
 def program(core, cfg, lagrangian: bool) -> Program:
     """Cached programs per (core, config, algorithm): compiling is the expensive part, and the core
     and config are hashable (frozen dataclasses). `cfg` is the algorithm's config without the
-    run budget (`config.algorithm_config`)."""
+    run budget (`config.algorithm_config`).
+    """
     agent_spaces = core_spaces(core, cfg)
     init, update, evaluate, groups, apps = make_compiled_ippo(core, cfg, lagrangian, agent_spaces)
     return Program(agent_spaces, groups, apps, init, jax.jit(update, donate_argnums=0),

@@ -75,7 +75,8 @@ def check_parallel_env(env) -> list:
 @functools.partial(jax.jit, static_argnums=0)
 def _act_group(model, actor, obs, key, counter, mask):
     """Sample for the G agents of a group: obs (G, obs_dim), mask (G, n) or None ->
-    (actions (G, ...), logp (G,))."""
+    (actions (G, ...), logp (G,)).
+    """
     keys = jax.random.split(jax.random.fold_in(key, counter), obs.shape[0])
     if mask is None:
         return jax.vmap(lambda a, o, k: model.sample(a, o, k))(actor, obs, keys)
@@ -237,4 +238,4 @@ def stack_params(per_agent: list):
 
 def unstack_params(stacked, n: int) -> list:
     """Inverse of `stack_params`."""
-    return [jax.tree_util.tree_map(lambda x: x[i], stacked) for i in range(n)]
+    return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]

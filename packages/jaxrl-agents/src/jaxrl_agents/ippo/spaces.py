@@ -39,7 +39,8 @@ def split_mask_obs(obs):
 
 def space_to_json(space: spaces.Space) -> dict | None:
     """JSON description of a Box / Discrete / MultiDiscrete / MultiBinary / Dict space (None for
-    other spaces, which `MARLPolicy.load` then cannot restore)."""
+    other spaces, which `MARLPolicy.load` then cannot restore).
+    """
     if isinstance(space, spaces.Box):
         return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
                 "shape": list(space.shape), "dtype": str(space.dtype)}
@@ -224,7 +225,8 @@ class MARLPolicy(Policy):
     @classmethod
     def load(cls, directory: str) -> MARLPolicy:
         """Load a saved policy; with its spaces (env-format observations and actions) when they
-        were saved, else it behaves like a plain `Policy`."""
+        were saved, else it behaves like a plain `Policy`.
+        """
         base = Policy.load(directory)
         sp = None
         saved = base.metadata.get("spaces")

@@ -35,7 +35,8 @@ __all__ = ["init_agent_params", "init_group_state", "make_agent_update", "miniba
 
 def minibatch_count(batch_size: int, requested: int) -> int:
     """Largest divisor of `batch_size` not above `requested`: the minibatch count actually used when
-    a rollout of `batch_size` transitions cannot be split into `requested` equal minibatches."""
+    a rollout of `batch_size` transitions cannot be split into `requested` equal minibatches.
+    """
     for d in range(min(requested, batch_size), 0, -1):
         if batch_size % d == 0:
             return d
@@ -44,7 +45,8 @@ def minibatch_count(batch_size: int, requested: int) -> int:
 
 def optimizer_applications(rollout_sizes, n_epochs: int, n_minibatches: int) -> int:
     """Exact number of optimiser steps of a run whose rollouts have the given transition counts
-    (the denominator of the learning-rate annealing)."""
+    (the denominator of the learning-rate annealing).
+    """
     return sum(n_epochs * minibatch_count(int(n), n_minibatches) for n in rollout_sizes)
 
 
@@ -98,7 +100,6 @@ def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
         t, n = batch["reward"].shape[:2]
         size = t * n
         n_mb = minibatch_count(size, cfg.n_minibatches)  # static: shapes are known at trace time
-        mb_size = size // n_mb
         value = lambda p, o: model.value(p, o)  # noqa: E731 (critic and cost critic share it)
         adv, ret = gae_next_values(batch["reward"], value(params["critic"], batch["obs"]),
                                    value(params["critic"], batch["next_obs"]), batch["terminated"],

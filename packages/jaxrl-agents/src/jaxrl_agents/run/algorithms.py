@@ -16,9 +16,9 @@ import jax.numpy as jnp
 
 from .. import ppo, trpo
 from ..common.config import AlgoConfig
-from ..ippo import config as ippo_config
 from ..common.evaluation import evaluate_episode
 from ..common.networks import ActorCritic
+from ..ippo import config as ippo_config
 
 __all__ = ["ALGORITHMS", "get_algorithm", "make_config", "Compiled", "compile_algorithm",
            "model_for", "FINITE_STAT", "all_finite", "IPPO_ALGORITHMS", "ALIASES", "canonical_name",
@@ -69,7 +69,8 @@ def make_config(name: str, config: AlgoConfig | dict | None = None) -> AlgoConfi
 
 def model_for(env, cfg: AlgoConfig) -> ActorCritic:
     """The actor-critic definition for `env`'s spaces: the config's user network
-    (``cfg.network``, ``cfg.network_options``) or the default towers (hidden sizes/activation)."""
+    (``cfg.network``, ``cfg.network_options``) or the default towers (hidden sizes/activation).
+    """
     return ActorCritic.from_spaces(env.observation_space, env.action_space, cfg.hidden,
                                    cfg.activation, cfg.network, cfg.network_options)
 
@@ -99,7 +100,8 @@ class Compiled(NamedTuple):
 
 def all_finite(tree) -> jax.Array:
     """(S,) bool: whether every floating leaf of `tree` (leaves with leading seed axis S) is finite
-    for each seed."""
+    for each seed.
+    """
     flags = [jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
              for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
     return functools.reduce(jnp.logical_and, flags)
@@ -215,7 +217,8 @@ def _ippo_summary(env, agents):
 
     def summarize(episode):
         """`eval_summary` of the team view (with the env's own fields), plus the generic
-        ``<agent>/eval_return`` and ``<agent>/eval_len``."""
+        ``<agent>/eval_return`` and ``<agent>/eval_len``.
+        """
         out = eval_summary(episode, evaluation)
         for a in agents:
             s = eval_summary({"reward": episode[f"{a}/reward"], "alive": episode["alive"]})

@@ -50,7 +50,8 @@ class DirectoryLockedError(ValueError):
 
 def describe_os_error(e: OSError) -> str:
     """One line for an OSError: ``<file>: <reason>`` (e.g. ``runs/x/evals.npz: No space left on
-    device``), without the ``[Errno N]`` prefix."""
+    device``), without the ``[Errno N]`` prefix.
+    """
     reason = e.strerror or str(e)
     if e.filename is not None:
         return f"{os.fsdecode(e.filename)}: {reason}"

@@ -11,7 +11,8 @@ __all__ = ["ProgressReporter"]
 
 def _terminal_columns() -> int:
     """Width of the terminal on stderr; 0 if it is not a terminal or reports no size (a pty
-    without a window, where tqdm would draw an empty bar)."""
+    without a window, where tqdm would draw an empty bar).
+    """
     try:
         return os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
     except (OSError, ValueError):

@@ -59,14 +59,22 @@ from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.envs import DEFAULT_ENV, check_env, load_env
 from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
-from .algorithms import (FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo,
-                         make_config, model_for)
+from .algorithms import FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo, make_config, model_for
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .fileio import atomic_savez, atomic_write_json, lock_directory
 from .progress import ProgressReporter
-from .run_files import (CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, check_history,
-                        check_out, make_run_dirs, read_run_config, remove_new_run_dirs,
-                        write_progress)
+from .run_files import (
+    CHECKPOINT,
+    EVALS_NPZ,
+    PROGRESS_CSV,
+    RUN_CONFIG,
+    check_history,
+    check_out,
+    make_run_dirs,
+    read_run_config,
+    remove_new_run_dirs,
+    write_progress,
+)
 
 __all__ = ["train", "resume", "TrainResult", "NonFiniteError", "RUN_CONFIG", "PROGRESS_CSV",
            "EVALS_NPZ", "CHECKPOINT"]
@@ -503,7 +511,7 @@ def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, ch
           "env_options": env_options, "env_config": _env_description(obj),
           "algo_config": cfg.to_dict(), "seed": seeds[0], "seeds": list(seeds),
           "timesteps": cfg.total_steps, "tag": tag, "out": os.path.abspath(out), "argv": argv,
-          "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+          "created": datetime.datetime.now(datetime.UTC).isoformat(),
           "versions": _versions(env_spec), "backend": jax.default_backend()}
     # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
     # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
@@ -532,7 +540,7 @@ def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, mode
             "group_id": group_id,
             "eval_every": eval_every, "checkpoint_every": checkpoint_every, "tag": tag,
             "out": os.path.abspath(out), "argv": argv,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(env_spec), "backend": jax.default_backend(),
             "devices": [str(d) for d in jax.devices()],
             "precision": {"x64": True, "network": "float32"}})
@@ -545,7 +553,7 @@ def _record_extension(run_dirs: list[str], configs: list[dict], old_total: int, 
         rc = dict(rc, algo_config=dict(rc["algo_config"], total_steps=new_total))
         rc["extensions"] = list(rc.get("extensions", [])) + [
             {"from_total_steps": old_total, "to_total_steps": new_total, "at_step": at_step,
-             "time": datetime.datetime.now(datetime.timezone.utc).isoformat()}]
+             "time": datetime.datetime.now(datetime.UTC).isoformat()}]
         atomic_write_json(os.path.join(d, RUN_CONFIG), rc)
 
 
@@ -582,7 +590,7 @@ def _find_group(run_dir: str, rc: dict) -> tuple[list[str], list[dict]]:
             configs.append(rc)
             continue
 
-        def belongs(c):
+        def belongs(c, seed=seed):  # bound now: the loop moves on
             return c is not None and c["seed"] == seed and c["seeds"] == rc["seeds"] and \
                 c.get("group_id") == group_id
 

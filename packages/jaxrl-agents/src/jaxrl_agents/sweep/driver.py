@@ -144,8 +144,8 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # PBT checkpoints at every report, and Tune snapshots its state with each: by design here.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    from ray import tune
     import ray
+    from ray import tune
 
     from .progress import SweepProgress
     from .space import make_scheduler, param_space

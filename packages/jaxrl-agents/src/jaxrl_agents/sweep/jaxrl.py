@@ -25,13 +25,15 @@ def trainer() -> ModuleType:
 
 def run_files() -> ModuleType:
     """Run-directory file names (``RUN_CONFIG``, ``PROGRESS_CSV``, ``CHECKPOINT``, ...) and their
-    readers (``read_progress``, ``read_run_config``)."""
+    readers (``read_progress``, ``read_run_config``).
+    """
     return _module(f"{_RUN}.run_files")
 
 
 def fileio() -> ModuleType:
     """Atomic writes (``atomic_write``, ``atomic_write_json``), ``lock_directory``, ``LOCK_FILE``,
-    ``DirectoryLockedError``."""
+    ``DirectoryLockedError``.
+    """
     return _module(f"{_RUN}.fileio")
 
 

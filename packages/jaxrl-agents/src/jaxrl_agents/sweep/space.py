@@ -29,7 +29,8 @@ def _domain(entry: dict, method: str):
 
 def param_space(spec: SweepSpec) -> dict:
     """Tune's ``param_space``: grid lists or distributions per key; PBT-explored fields that the
-    space leaves out start from a draw of their mutation range."""
+    space leaves out start from a draw of their mutation range.
+    """
     space = {key: _domain(entry, spec.method) for key, entry in spec.space.items()}
     for key, entry in spec.scheduler.get("mutations", {}).items():
         space.setdefault(key, _domain(entry, "random"))
@@ -38,7 +39,8 @@ def param_space(spec: SweepSpec) -> dict:
 
 def clip_to_bounds(config: dict, bounds: dict) -> dict:
     """PBT's explore multiplies values by 0.8 or 1.2; keep them inside the SPEC's ranges, where
-    they are valid for the config (a clip range of 1.2 x 1.0 would be refused by the trial)."""
+    they are valid for the config (a clip range of 1.2 x 1.0 would be refused by the trial).
+    """
     for key, (lo, hi) in bounds.items():
         if key in config and isinstance(config[key], (int, float)):
             config[key] = min(max(config[key], lo), hi)

@@ -141,7 +141,7 @@ class SweepSpec:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "SweepSpec":
+    def from_json(cls, d: dict) -> SweepSpec:
         return cls(**d)
 
     def segment_updates(self) -> int:
@@ -375,7 +375,8 @@ def _parse_space(space: dict, train: dict, method: str) -> dict:
 
 def _check_env_space(train: dict, space: dict) -> None:
     """Build the environment with the base options and with each listed value of every env entry,
-    so a misspelt option or a bad value is named now, not in a trial on another machine."""
+    so a misspelt option or a bad value is named now, not in a trial on another machine.
+    """
     import jax  # the envs build float64 physics; checking here costs no compilation
 
     def build(path: str, options: dict) -> None:

@@ -61,7 +61,7 @@ def trial_settings(spec: SweepSpec, config: dict) -> dict:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+    return datetime.datetime.now(datetime.UTC).isoformat()
 
 
 def _log(root: str, event: str, **fields) -> None:
@@ -84,7 +84,8 @@ def _read_json(path: str) -> dict:
 # ------------------------------------------------------------------------- run directories
 def _current_group(root: str) -> list[str] | None:
     """The trial's seed group that has a checkpoint; groups without one (killed before their
-    first checkpoint) are moved to ``replaced/`` so the trial can start afresh."""
+    first checkpoint) are moved to ``replaced/`` so the trial can start afresh.
+    """
     rf = jaxrl.run_files()
     current = None
     for group in summary.trial_groups(root):

@@ -1,5 +1,6 @@
 """TRPO's own objective: the importance-weighted surrogate, the mean KL to the rollout policy and
-the KL's Hessian-vector product (the Fisher-vector product of the natural-gradient step)."""
+the KL's Hessian-vector product (the Fisher-vector product of the natural-gradient step).
+"""
 
 from __future__ import annotations
 
@@ -24,12 +25,13 @@ def surrogate(model, actor_params, obs, action, logp_old, adv) -> jax.Array:
 
 def mean_kl(model, actor_params, obs, dist_old) -> jax.Array:
     """Mean over `obs` (B, obs_dim) of KL(pi_theta || pi_old), `dist_old` the old distribution
-    parameters (``model.dist`` output, gradient stopped)."""
+    parameters (``model.dist`` output, gradient stopped).
+    """
     return jnp.mean(model.kl(model.dist(actor_params, obs), dist_old))
 
 
 def kl_hessian_vector_product(model, unravel, flat0, obs):
-    """v -> H v, H the Hessian at flat0 of theta -> mean KL(pi_theta || pi_flat0) over `obs`.
+    """V -> H v, H the Hessian at flat0 of theta -> mean KL(pi_theta || pi_flat0) over `obs`.
 
     At theta = flat0 the KL's gradient with respect to the distribution parameters d vanishes, so
     H = J^T (d^2 KL / dd^2) J exactly (the generalised Gauss-Newton form), with J the Jacobian of
