@@ -150,3 +150,14 @@ def test_load_spec_reads_toml_and_names_syntax_errors(tmp_path):
         load_spec(str(f))
     with pytest.raises(SpecError, match="no such file"):
         load_spec(str(tmp_path / "missing.toml"))
+
+
+def test_default_metric_is_the_score_the_env_declares():
+    """The agents name no env quantity: the default metric is the env's declared evaluation score,
+    in its direction; an env without a description is ranked on its episode return, maximised."""
+    described = parse_spec(base())
+    assert (described.metric, described.mode) == ("eval_JT_min", "min")  # Reach declares JT_min, min
+    plain = base()
+    plain["train"]["env_options"] = {"describe": False}
+    spec = parse_spec(plain)
+    assert (spec.metric, spec.mode) == ("eval_return", "max")

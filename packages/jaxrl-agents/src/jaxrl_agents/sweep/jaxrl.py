@@ -57,5 +57,12 @@ def load_env(spec: str, options: dict):
     return _module(_ENVS).load_env(spec, options)
 
 
+def env_score(spec: str, options: dict) -> tuple[str, str]:
+    """The score field and direction ("min"/"max") the env's evaluation description declares."""
+    env = load_env(spec, options)
+    evaluation = _module("jaxrl_agents.common.contracts").evaluation_of(env)
+    return evaluation.score, evaluation.score_mode
+
+
 def default_env() -> str:
     return _module(_ENVS).DEFAULT_ENV

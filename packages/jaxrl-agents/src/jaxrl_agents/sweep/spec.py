@@ -98,7 +98,7 @@ class SweepSpec:
         method: "grid" (every combination) or "random" (`num_samples` draws).
         num_samples: repeats of the grid, or draws of a random search.
         random_seed: seed of the random search (None: Tune's own randomness).
-        metric: evaluation field (``eval_JT_min``, ``eval_return``, ...).
+        metric: evaluation field (``eval_<name>``; default: the env's declared score).
         reduce: over a run's evaluations: "best", "last" or "last_quarter_median".
         seeds_reduce: over a trial's seeds: "best", "median", "mean" or "worst".
         mode: "min" or "max".
@@ -117,7 +117,7 @@ class SweepSpec:
     method: str = "grid"
     num_samples: int = 1
     random_seed: int | None = None
-    metric: str = "eval_JT_min"
+    metric: str = "eval_return"
     reduce: str = "best"
     seeds_reduce: str = "best"
     mode: str = "min"
@@ -199,13 +199,21 @@ def parse_spec(raw: dict) -> SweepSpec:
     random_seed = raw.get("random_seed")
     if random_seed is not None:
         _int("random_seed", random_seed, minimum=0)
-    metric = _str("metric", raw.get("metric", "eval_JT_min"))
+    # By default a sweep ranks on the score the environment declares for its evaluation episode
+    # (its `evaluation` description; episode return for an env without one), in the env's direction.
+    try:
+        score, score_mode = jaxrl.env_score(train["env"], train.get("env_options", {}))
+    except ValueError as e:
+        raise SpecError(f"train.env: {train['env']!r} cannot be built ({e})") from None
+    metric = _str("metric", raw.get("metric", f"eval_{score}"))
     if not re.match(r"^eval_\w+$", metric):
-        _fail("metric", "an evaluation field such as 'eval_JT_min' or 'eval_return'", metric)
+        _fail("metric", "an evaluation field 'eval_<name>' (e.g. 'eval_return', or a field the env's "
+              "evaluation summarises)", metric)
     reduce = _str("reduce", raw.get("reduce", "best"), METRIC_REDUCTIONS)
     seeds_reduce = _str("seeds_reduce", raw.get("seeds_reduce", "best"), SEED_AGGREGATIONS)
-    # Returns are maximised, everything else the envs report (J_T, errors, lengths) minimised.
-    mode = _str("mode", raw.get("mode", "max" if "return" in metric else "min"), ("min", "max"))
+    # The env's own direction for its score; for another field, returns up and anything else down.
+    default_mode = score_mode if metric == f"eval_{score}" else ("max" if "return" in metric else "min")
+    mode = _str("mode", raw.get("mode", default_mode), ("min", "max"))
     cpus = _int("cpus_per_trial", raw.get("cpus_per_trial", 1))
     num_cpus = raw.get("num_cpus")
     if num_cpus is not None:
