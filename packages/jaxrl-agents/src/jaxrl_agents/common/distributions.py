@@ -119,26 +119,47 @@ class DiagGaussian:
 
     @property
     def n_outputs(self) -> int:
+        """Outputs the actor head needs: one mean per action dimension (A)."""
         return self.action_dim
 
     def params_from_head(self, head_out, log_std, mask=None):
+        """Distribution parameters from the actor head's output.
+
+        Args:
+            head_out: (B..., A) float means.
+            log_std: (A,) state-independent log standard deviations, broadcast to (B..., A).
+            mask: ignored (continuous actions have no mask).
+
+        Returns:
+            ``{"mean": (B..., A), "log_std": (B..., A)}``.
+        """
         del mask  # continuous actions have no mask
         return {"mean": head_out, "log_std": jnp.broadcast_to(log_std, head_out.shape)}
 
     def sample(self, key, dist):
+        """Draw an unclipped action mean + exp(log_std) * noise: (B..., A), the dtype of the mean.
+
+        Args:
+            key: PRNG key.
+            dist: ``{"mean", "log_std"}`` (B..., A).
+        """
         noise = jax.random.normal(key, dist["mean"].shape, dist["mean"].dtype)
         return dist["mean"] + jnp.exp(dist["log_std"]) * noise
 
     def mode(self, dist):
+        """The most likely action, the mean: (B..., A)."""
         return dist["mean"]
 
     def logp(self, dist, action):
+        """Log-density of `action` (B..., A), summed over action dimensions: (B...,) nats."""
         return gaussian_logp(dist["mean"], dist["log_std"], action)
 
     def entropy(self, dist):
+        """Differential entropy, summed over action dimensions: (B...,) nats."""
         return gaussian_entropy(dist["log_std"])
 
     def kl(self, dist_p, dist_q):
+        """KL(dist_p || dist_q), summed over action dimensions: (B...,) nats."""
         return gaussian_kl(dist_p["mean"], dist_p["log_std"], dist_q["mean"], dist_q["log_std"])
 
 
@@ -150,27 +171,45 @@ class Categorical:
 
     @property
     def n_outputs(self) -> int:
+        """Outputs the actor head needs: one logit per choice (N)."""
         return self.n
 
     def params_from_head(self, head_out, log_std=None, mask=None):
+        """Distribution parameters from the actor head's output.
+
+        Args:
+            head_out: (B..., N) float logits.
+            log_std: ignored (discrete actions have none).
+            mask: None or a boolean (B..., N) array, True = allowed; forbidden logits become
+                `MASKED_LOGIT`.
+
+        Returns:
+            ``{"logits": (B..., N)}`` with the mask applied.
+        """
         return {"logits": mask_logits(head_out, mask)}
 
     def sample(self, key, dist):
+        """Draw int32 actions (B...,) from ``dist["logits"]``; masked choices are never drawn."""
         return categorical_sample(key, dist["logits"])
 
     def mode(self, dist):
+        """The most likely choice, argmax of the logits: int32 (B...,)."""
         return jnp.argmax(dist["logits"], axis=-1).astype(jnp.int32)
 
     def logp(self, dist, action):
+        """Log-probability of the integer `action` (B...,): (B...,) nats."""
         return categorical_logp(dist["logits"], action)
 
     def entropy(self, dist):
+        """Entropy of the categorical: (B...,) nats (masked choices contribute 0)."""
         return categorical_entropy(dist["logits"])
 
     def kl(self, dist_p, dist_q):
+        """KL(dist_p || dist_q) over the N choices: (B...,) nats."""
         return categorical_kl(dist_p["logits"], dist_q["logits"])
 
     def probs(self, dist):
+        """Probabilities softmax(logits): (B..., N), 0 for masked choices."""
         return jax.nn.softmax(dist["logits"], axis=-1)
 
 
@@ -186,6 +225,7 @@ class MultiCategorical:
 
     @property
     def n_outputs(self) -> int:
+        """Outputs the actor head needs: the logits of all components, sum(nvec)."""
         return int(sum(self.nvec))
 
     def _split(self, logits):
@@ -194,25 +234,46 @@ class MultiCategorical:
         return jnp.split(logits, cuts, axis=-1)
 
     def params_from_head(self, head_out, log_std=None, mask=None):
+        """Distribution parameters from the actor head's output.
+
+        Args:
+            head_out: (B..., sum(nvec)) float logits, the components concatenated.
+            log_std: ignored (discrete actions have none).
+            mask: None or a boolean (B..., sum(nvec)) array, True = allowed; forbidden logits become
+                `MASKED_LOGIT`.
+
+        Returns:
+            ``{"logits": (B..., sum(nvec))}`` with the mask applied.
+        """
         return {"logits": mask_logits(head_out, mask)}
 
     def sample(self, key, dist):
+        """Draw one choice per component, each with its own key: int32 (B..., D).
+
+        Args:
+            key: PRNG key, split into D keys.
+            dist: ``{"logits": (B..., sum(nvec))}``.
+        """
         keys = jax.random.split(key, len(self.nvec))
         parts = [categorical_sample(k, lg) for k, lg in zip(keys, self._split(dist["logits"]))]
         return jnp.stack(parts, axis=-1)
 
     def mode(self, dist):
+        """The most likely choice of each component: int32 (B..., D)."""
         parts = [jnp.argmax(lg, axis=-1).astype(jnp.int32) for lg in self._split(dist["logits"])]
         return jnp.stack(parts, axis=-1)
 
     def logp(self, dist, action):
+        """Log-probability of `action` int (B..., D), summed over components: (B...,) nats."""
         parts = self._split(dist["logits"])
         return sum(categorical_logp(lg, action[..., i]) for i, lg in enumerate(parts))
 
     def entropy(self, dist):
+        """Entropy, summed over components: (B...,) nats."""
         return sum(categorical_entropy(lg) for lg in self._split(dist["logits"]))
 
     def kl(self, dist_p, dist_q):
+        """KL(dist_p || dist_q), summed over components: (B...,) nats."""
         pairs = zip(self._split(dist_p["logits"]), self._split(dist_q["logits"]))
         return sum(categorical_kl(p, q) for p, q in pairs)
 
