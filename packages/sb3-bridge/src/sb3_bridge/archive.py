@@ -64,6 +64,7 @@ class ReadBudget:
             name: the entry name in ``zf``.
             where: the member as error messages name it (``"data"``, ``"policy.pth:archive/data/0"``).
             cap: a tighter limit for this entry (bytes), named ``cap_name`` in the message.
+            cap_name: the name of that limit in the error message (``"sb3_bridge.archive.MAX_DATA_BYTES"``).
             expected: the exact size this entry must have (a storage: numel x itemsize).
             mutable: return a ``bytearray`` (filled in place, 1 MiB at a time: no second copy),
                 e.g. for numpy arrays that view it and must be writeable; else ``bytes``.
@@ -130,7 +131,8 @@ def open_zip(file, path, member: str | None, what: str, hint: str = "") -> zipfi
 
     Args:
         file: a path or a binary file object (``io.BytesIO`` of a member).
-        path, member: for error messages (``member`` ``None``: the checkpoint itself).
+        path: the checkpoint, for error messages.
+        member: the member being opened, for error messages (``None``: the checkpoint itself).
         what: ``"zip file"`` or ``"torch archive"``, for error messages.
         hint: appended to the message for content that is not a zip at all.
 

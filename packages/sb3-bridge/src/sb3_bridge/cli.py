@@ -1,5 +1,4 @@
-"""The ``sb3-bridge`` command: ``inspect`` a checkpoint, ``evaluate`` it deterministically, ``export``
-a jaxrl-agents policy back to SB3.
+"""The ``sb3-bridge`` command: ``inspect`` a checkpoint, ``evaluate`` it deterministically, ``export`` a jaxrl-agents policy back to SB3.
 
     sb3-bridge inspect MODEL.zip
     sb3-bridge evaluate MODEL.zip [--env MODULE:FACTORY | GYM_ID] [--env-option K=V ...]
@@ -37,6 +36,11 @@ def _parse_options(items):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Build the ``sb3-bridge`` argument parser: subcommands ``inspect``, ``evaluate``, ``export``.
+
+    Returns:
+        The parser; its description is the first paragraph of this module's docstring.
+    """
     parser = argparse.ArgumentParser(prog="sb3-bridge", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -160,9 +164,14 @@ def _export(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``sb3-bridge`` console script. Returns the exit code: 0 ok, 2 bad
-    arguments or checkpoint, an output file that exists (without ``--force``) or a failed write,
-    3 ``inspect`` of an unsupported checkpoint.
+    """Entry point of the ``sb3-bridge`` console script.
+
+    Args:
+        argv: the arguments after the program name (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 ok, 2 bad arguments or checkpoint, an output file that exists (without
+        ``--force``) or a failed write, 3 ``inspect`` of an unsupported checkpoint.
     """
     args = build_parser().parse_args(argv)
     try:

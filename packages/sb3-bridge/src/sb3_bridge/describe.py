@@ -228,8 +228,9 @@ def _all_problems(path, summary, state) -> list[str]:
 
 
 def check_convertible(path, summary: DataSummary, state: dict, activation: str | None = None):
-    """Every check ``load`` makes before building a network; one definition for ``load`` and
-    ``inspect``.
+    """Every check ``load`` makes before building a network.
+
+    One definition for ``load`` and ``inspect``.
 
     Args:
         path: the checkpoint, for error messages.

@@ -41,7 +41,8 @@ class UnsafeCheckpointError(CheckpointError):
 
 
 class UnsupportedCheckpointError(CheckpointError):
-    """A well-formed checkpoint of a kind sb3-bridge does not convert (CNN or dict observations,
-    gSDE, shared layers, SAC/DQN/..., recurrent or maskable policies). The message names what was
-    found and what is supported.
+    """A well-formed checkpoint of a kind sb3-bridge does not convert.
+
+    For example CNN or dict observations, gSDE, shared layers, SAC/DQN/..., recurrent or maskable
+    policies. The message names what was found and what is supported.
     """

@@ -1,5 +1,6 @@
-"""Deterministic evaluation of a policy on a functional JAX environment or a Gymnasium environment,
-with the trainer's summary, ``evals.npz`` and the paper's pulse CSV.
+"""Deterministic evaluation of a policy on a functional JAX environment or a Gymnasium environment.
+
+Writes the trainer's summary, ``evals.npz`` and the paper's pulse CSV.
 
 Two kinds of environment, one record format (that of ``jaxrl_agents.common.evaluation.evaluate_episode``):
 ``{"reward": (T,), "alive": (T,) bool, "action": (T, A), <info leaves>: (T, ...)}`` where ``alive``
@@ -187,9 +188,10 @@ def _gymnasium_episode(policy, env, seed: int) -> dict[str, np.ndarray]:
 
 
 def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) -> None:
-    """Write ``summary`` as indented JSON (numpy scalars as floats), atomically: the whole text is
-    built before the file is touched. Raises ``FileExistsError`` if ``path`` exists and
-    ``overwrite`` is False.
+    """Write ``summary`` as indented JSON (numpy scalars as floats), atomically.
+
+    The whole text is built before the file is touched. Raises ``FileExistsError`` if ``path``
+    exists and ``overwrite`` is False.
     """
     from jaxrl_agents.run.fileio import atomic_write
     refuse_existing([path], overwrite=overwrite)
@@ -198,9 +200,10 @@ def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) 
 
 
 def describe_evaluation(env: Any = "quantgate_env:make", options: Mapping[str, Any] | None = None):
-    """The environment's own description of its evaluation episode (docs/contracts.md): what its
-    summary holds and how its line reads (for the gate env: best J_T and its time, J_T at the end,
-    1 - U at the best step, time of the first perfect entangler).
+    """The environment's own description of its evaluation episode (docs/contracts.md).
+
+    It says what its summary holds and how its line reads (for the gate env: best J_T and its time,
+    J_T at the end, 1 - U at the best step, time of the first perfect entangler).
 
     Functional envs give ``env.evaluation``; a Gymnasium env its ``unwrapped.evaluation`` or that of
     the functional core it wraps (``unwrapped.core``, as quantgate-env's does); an env that
@@ -222,9 +225,10 @@ def describe_evaluation(env: Any = "quantgate_env:make", options: Mapping[str, A
 
 
 def summarize(episode: Mapping[str, np.ndarray], description=None) -> dict[str, float]:
-    """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``): return,
-    length, and the fields of the environment's description (`describe_evaluation`; None: return
-    and length only), each as ``eval_<field>``.
+    """The trainer's evaluation summary (``jaxrl_agents.common.evaluation.eval_summary``).
+
+    Return, length, and the fields of the environment's description (`describe_evaluation`; None:
+    return and length only), each as ``eval_<field>``.
     """
     from jaxrl_agents.common.evaluation import eval_summary
     return eval_summary(episode, description)
@@ -232,9 +236,11 @@ def summarize(episode: Mapping[str, np.ndarray], description=None) -> dict[str, 
 
 def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *,
                 overwrite: bool = False) -> None:
-    """Write episodes as ``evals.npz`` in the trainer's layout: ``step`` (N,), ``reward`` /
-    ``alive`` (N, T), ``action`` (N, T, A), info leaves (N, T, ...). Episodes of different lengths
-    are padded at the end with ``alive = False`` and the last recorded values.
+    """Write episodes as ``evals.npz`` in the trainer's layout.
+
+    Layout: ``step`` (N,), ``reward`` / ``alive`` (N, T), ``action`` (N, T, A), info leaves
+    (N, T, ...). Episodes of different lengths are padded at the end with ``alive = False`` and the
+    last recorded values.
 
     Written atomically. Raises ``FileExistsError`` if ``path`` exists and ``overwrite`` is False
     (a training run's own ``evals.npz`` is never replaced by accident).
@@ -258,8 +264,9 @@ def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *
 
 
 def output_files(episodes: int) -> list[str]:
-    """Names of the files ``sb3-bridge evaluate --out DIR`` writes for ``episodes`` episodes (the
-    pulse files only when the environment reports ``amps``).
+    """Names of the files ``sb3-bridge evaluate --out DIR`` writes for ``episodes`` episodes.
+
+    The pulse files are written only when the environment reports ``amps``.
     """
     pulses = ["pulse.csv"] if episodes == 1 else [f"pulse_{i}.csv" for i in range(episodes)]
     return ["evals.npz", "summary.json"] + pulses

@@ -1,5 +1,6 @@
-"""The explicit table from SB3 ``ActorCriticPolicy`` state_dict keys to jaxrl-agents' Flax
-parameters, with validation.
+"""The explicit table from SB3 ``ActorCriticPolicy`` state_dict keys to jaxrl-agents' Flax parameters.
+
+Every key is validated on the way.
 
 SB3 ``MlpExtractor`` holds ``policy_net`` and ``value_net`` as ``nn.Sequential(Linear, act, Linear,
 act, ...)``, so Linear layers sit at even indices 0, 2, 4, ... and activations (no parameters) at odd
@@ -106,7 +107,8 @@ def convert_state_dict(state: dict, *, discrete: bool, path, member: str = "poli
     Args:
         state: ``{key: np.ndarray}`` as read from ``policy.pth``.
         discrete: ``True`` for a Discrete action space (no ``log_std`` expected).
-        path, member: for error messages.
+        path: the checkpoint, for error messages.
+        member: the member of the checkpoint that held ``state``, for error messages.
 
     Returns:
         ``MlpWeights`` with float32 kernels in (in, out) layout.

@@ -1,5 +1,7 @@
-"""The overwrite policy of every file sb3-bridge writes: an existing file is kept unless the caller
-asks for it to be replaced (``overwrite=True``, ``--force`` on the command line).
+"""The overwrite policy of every file sb3-bridge writes.
+
+An existing file is kept unless the caller asks for it to be replaced (``overwrite=True``,
+``--force`` on the command line).
 
 The writes themselves go through ``jaxrl_agents.run.fileio.atomic_write`` (temporary file in the same
 directory, then ``os.replace``), so a replaced file is whole before or after, never half written.

@@ -24,8 +24,9 @@ _JAX_TO_TORCH_ACTIVATION = {"tanh": "Tanh", "relu": "ReLU", "leaky_relu": "Leaky
 
 def export(policy, path, *, algo: str = "ppo", observation_space=None, action_space=None,
            overwrite: bool = False) -> str:
-    """Write ``policy`` as an SB3 checkpoint that ``PPO.load`` (``A2C.load``, ``sb3_contrib.TRPO.load``)
-    opens and whose ``predict(obs, deterministic=True)`` gives ``policy.act(obs)`` (clipped to the
+    """Write ``policy`` as an SB3 checkpoint that ``PPO.load`` (``A2C.load``, ``sb3_contrib.TRPO.load``) opens.
+
+    The checkpoint's ``predict(obs, deterministic=True)`` gives ``policy.act(obs)`` (clipped to the
     action space, as SB3 always does).
 
     Args:

@@ -1,5 +1,6 @@
-"""Read a torch ``state_dict`` file (what SB3 writes as ``policy.pth``) into numpy, without torch,
-and without running any code from the file.
+"""Read a torch ``state_dict`` file (what SB3 writes as ``policy.pth``) into numpy.
+
+It needs no torch and runs no code from the file.
 
 Format (torch >= 1.6 "zipfile" serialization, the only one SB3 2.x writes): a zip whose members all
 sit under one folder (``archive/`` when written to a stream, as SB3 does):
