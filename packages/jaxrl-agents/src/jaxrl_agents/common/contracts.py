@@ -99,8 +99,13 @@ class Evaluation(Protocol):
         """One short line of `summarise`'s fields for progress output (``""`` for none)."""
 
     def rollout_stats(self, info: Any) -> Mapping[str, jax.Array]:
-        """Scalar diagnostics of a training rollout (traced), from the info of the rollout's
-        steps with leading axes (T, N, ...); written to progress.csv each update.
+        """Scalar diagnostics of a training rollout (traced); written to progress.csv each update.
+
+        Args:
+            info: the info of the rollout's steps, with leading axes (T, N, ...).
+
+        Returns:
+            dict name -> scalar array.
         """
 
 
@@ -117,11 +122,47 @@ class FunctionalEnv(Protocol):
     default_params: Any
     eval_params: Any
 
-    def reset(self, key, params): ...
+    def reset(self, key, params):
+        """Start an episode (pure, jit- and vmap-able).
 
-    def step(self, key, state, action, params): ...
+        Args:
+            key: PRNG key.
+            params: the environment parameters (``default_params`` or ``eval_params``).
 
-    def step_autoreset(self, key, state, action, params): ...
+        Returns:
+            ``(obs, state)``: obs an array of ``observation_space.shape`` (1-D) with a float or integer
+            dtype; state any pytree, the structure, shapes and dtypes every step returns.
+        """
+
+    def step(self, key, state, action, params):
+        """Advance one step without resetting (pure).
+
+        Args:
+            key: PRNG key.
+            state: the state from `reset` or a previous step.
+            action: an unclipped action of ``action_space``'s shape; the environment clips it.
+            params: the environment parameters.
+
+        Returns:
+            ``(obs, state, reward, terminated, truncated, info)``: obs as from `reset`, state of reset's
+            structure, a float scalar reward, bool scalars ``terminated`` (natural end) and
+            ``truncated`` (cut short), kept separate, and a dict info of the same structure every step.
+        """
+
+    def step_autoreset(self, key, state, action, params):
+        """As `step`, but a finished episode is reset inside (pure).
+
+        Args:
+            key: PRNG key.
+            state: the state from `reset` or a previous step.
+            action: an unclipped action of ``action_space``'s shape.
+            params: the environment parameters.
+
+        Returns:
+            `step`'s six values, with obs the new episode's first observation where the episode
+            ended, and ``info["final_obs"]`` the finished episode's last observation (equal to obs
+            where not done); without ``final_obs`` the info has `step`'s structure.
+        """
 
 
 @runtime_checkable
@@ -135,13 +176,39 @@ class MultiAgentEnv(Protocol):
     agents: tuple
     default_params: Any
 
-    def observation_space(self, agent): ...
+    def observation_space(self, agent):
+        """The flat (1-D) gymnasium Box observation space of `agent`."""
 
-    def action_space(self, agent): ...
+    def action_space(self, agent):
+        """The action space of `agent`: a gymnasium Discrete, MultiDiscrete or Box."""
 
-    def reset(self, key, params): ...
+    def reset(self, key, params):
+        """Start an episode (pure).
 
-    def step_autoreset(self, key, state, actions, params): ...
+        Args:
+            key: PRNG key.
+            params: the environment parameters (``default_params``).
+
+        Returns:
+            ``(obs, state)``: obs a dict agent -> (obs_dim,) array; state any pytree, the structure
+            every step returns.
+        """
+
+    def step_autoreset(self, key, state, actions, params):
+        """Advance one step of all agents; finished episodes restart inside (pure).
+
+        Args:
+            key: PRNG key.
+            state: the state from `reset` or a previous step.
+            actions: dict agent -> action of that agent's ``action_space``.
+            params: the environment parameters.
+
+        Returns:
+            ``(obs, state, rewards, terminated, truncated, infos)``, the first five dicts keyed by
+            agent (rewards float scalars, terminated and truncated bool scalars); infos keyed by agent
+            (or by field) with each agent's ``final_obs`` (last observation of a finished episode),
+            optionally ``cost`` and the ``action_mask`` of the returned observation.
+        """
 
 
 # ------------------------------------------------------------------- the generic evaluation
@@ -153,15 +220,19 @@ class ReturnEvaluation:
     plots: Mapping[str, Any] = {}
 
     def record(self, info) -> dict:
+        """Nothing to record beyond the reserved fields: ``{}``."""
         return {}
 
     def summarise(self, episode) -> dict:
+        """No fields beyond the episode return and length: ``{}``."""
         return {}
 
     def format(self, summary) -> str:
+        """No extra progress output: ``""``."""
         return ""
 
     def rollout_stats(self, info) -> dict:
+        """No rollout diagnostics: ``{}``."""
         return {}
 
 
@@ -172,8 +243,9 @@ def evaluation_of(env) -> Evaluation:
 
 
 def describe_evaluation(evaluation: Evaluation) -> dict:
-    """What the run directory keeps of an evaluation (config.json ``"evaluation"``): score,
-    score_mode and the plot hints, so tools read field names without importing the env.
+    """What the run directory keeps of an evaluation (config.json ``"evaluation"``).
+
+    Score, score_mode and the plot hints, so tools read field names without importing the env.
     """
     return {"score": evaluation.score, "score_mode": evaluation.score_mode,
             "plots": dict(evaluation.plots or {})}
@@ -192,8 +264,10 @@ def _describe(tree) -> str:
 
 
 def _trace(name: str, part: str, fn, *args):
-    """`jax.eval_shape(fn, *args)`; a failure is the named part (``"jit"`` for tracer errors,
-    which is what ``jax.jit`` would raise: Python control flow or numpy on traced values).
+    """`jax.eval_shape(fn, *args)`; a failure is the named part.
+
+    ``"jit"`` for tracer errors, which is what ``jax.jit`` would raise: Python control flow or
+    numpy on traced values.
     """
     try:
         return jax.eval_shape(fn, *args)
