@@ -83,29 +83,59 @@ class GymnaxEnv:
 
     @property
     def observation_space(self):
+        """The gymnax observation space as a gymnasium Box (float32 bounds)."""
         return _to_gymnasium(self._env.observation_space(self._params))
 
     @property
     def action_space(self):
+        """The gymnax action space as a gymnasium Discrete or Box (float32 bounds)."""
         return _to_gymnasium(self._env.action_space(self._params))
 
     @property
     def max_episode_steps(self) -> int:
+        """The episode length, the default params' ``max_steps_in_episode``."""
         return int(self._params.max_steps_in_episode)
 
     @property
     def default_params(self) -> Any:
+        """The gymnax default params, every leaf converted to an array."""
         # Python numbers -> arrays: the trainer passes params into its compiled program.
         return jax.tree_util.tree_map(jnp.asarray, self._params)
 
     @property
     def eval_params(self) -> Any:
+        """The params of evaluation episodes: the default ones."""
         return self.default_params
 
     def reset(self, key, params):
+        """Start an episode with gymnax's ``reset_env``.
+
+        Args:
+            key: PRNG key.
+            params: the params pytree (``default_params``).
+
+        Returns:
+            ``(obs, state)`` as gymnax returns them.
+        """
         return self._env.reset_env(key, params)
 
     def step(self, key, state, action, params):
+        """One non-resetting gymnax ``step_env``, with ``terminated`` and ``truncated`` separated.
+
+        Float actions are cast to the default float dtype first (float64 under x64), so the state's
+        float leaves keep reset's dtype.
+
+        Args:
+            key: PRNG key.
+            state: the gymnax state.
+            action: int (Discrete) or float (Box) action.
+            params: the params pytree.
+
+        Returns:
+            ``(obs, state, reward, terminated, truncated, info)``: reward a scalar of the default float
+            dtype; ``terminated`` = gymnax's done (bool); ``truncated`` = the time limit and not
+            terminated (bool); info gymnax's info as a dict.
+        """
         if jnp.issubdtype(jnp.asarray(action).dtype, jnp.floating):
             # The agent's float32 action would make float leaves of the state (Pendulum's last_u)
             # float32 where reset made them float64 under x64: lax.scan needs one dtype.
@@ -117,6 +147,18 @@ class GymnaxEnv:
             dict(info)
 
     def step_autoreset(self, key, state, action, params):
+        """`step`, then a fresh ``reset_env`` where the episode ended (terminated or truncated).
+
+        Args:
+            key: PRNG key, split between the step and the reset.
+            state: the gymnax state.
+            action: int (Discrete) or float (Box) action.
+            params: the params pytree.
+
+        Returns:
+            `step`'s six values with obs and state those of the new episode where it ended, and
+            ``info["final_obs"]`` the step's own observation (the finished episode's last).
+        """
         k_step, k_reset = jax.random.split(key)
         obs, new_state, reward, term, trunc, info = self.step(k_step, state, action, params)
         obs_reset, state_reset = self.reset(k_reset, params)
