@@ -80,6 +80,14 @@ class SweepProgress(tune.Callback):
         return f"{self.metric_key}={v:.4g}" if isinstance(v, (int, float)) else ""
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        """Tune hook: print "started" with the trial's config, or "continued" when PBT unpaused it.
+
+        Args:
+            iteration: Tune's loop iteration (unused).
+            trials: all trials (unused).
+            trial: the trial that started.
+            **info: Tune's extra keywords (unused).
+        """
         if trial.trial_id in self._started:  # PBT pauses and unpauses trials; Tune re-starts them
             self._line(trial, f"continued at step {self._steps.get(trial.trial_id, 0)}")
         else:
@@ -87,12 +95,23 @@ class SweepProgress(tune.Callback):
             self._line(trial, f"started  {_short(trial.config)}")
 
     def on_trial_restore(self, iteration, trials, trial, **info):
+        """Tune hook: print that `trial` was restored from its checkpoint."""
         self._line(trial, "restored from its checkpoint")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
+        """Tune hook: print that `trial` failed and is retried from its checkpoint."""
         self._line(trial, "failed (worker died or raised); retried from its checkpoint")
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        """Tune hook: record the trial's step, print a PBT exploit when its generation grew, advance the bar.
+
+        Args:
+            iteration: Tune's loop iteration (unused).
+            trials: all trials (unused).
+            trial: the reporting trial.
+            result: its report; reads ``step`` and, under PBT, ``pbt_generation`` and ``pbt_donor``.
+            **info: Tune's extra keywords (unused).
+        """
         tid = trial.trial_id
         self._steps[tid] = int(result.get("step", 0))
         generation = int(result.get("pbt_generation", 0))
@@ -103,6 +122,11 @@ class SweepProgress(tune.Callback):
         self._advance()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        """Tune hook: count `trial` as done and print how it ended, with its metric.
+
+        Finished (reached ``final_step``), stopped early by the scheduler, or stopped on a non-finite
+        update (``non_finite`` in its last result).
+        """
         self._done.add(trial.trial_id)
         result = trial.last_result or {}
         step = int(result.get("step", 0))
@@ -116,11 +140,13 @@ class SweepProgress(tune.Callback):
         self._advance()
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        """Tune hook: count `trial` as done and print that it failed for good (its error.txt path)."""
         self._done.add(trial.trial_id)
         self._line(trial, f"failed for good (see its error.txt under {trial.path})")
         self._advance()
 
     def on_experiment_end(self, trials, **info):
+        """Tune hook: close the bar, if one was opened."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
