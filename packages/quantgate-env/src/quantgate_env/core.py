@@ -172,6 +172,7 @@ class GateCore:
 
     @property
     def complex_dtype(self):
+        """complex128 or complex64 (``precision``): the dtype of the propagated states."""
         return jnp.complex64 if self.config.env.precision == "float32" else jnp.complex128
 
     @property
@@ -181,8 +182,9 @@ class GateCore:
 
     @property
     def default_params(self) -> EnvParams:
-        """Training parameters: the nominal device with the configured drift half-widths (numpy,
-        so this works inside ``jit`` too).
+        """Training parameters: the nominal device with the configured drift half-widths.
+
+        The leaves are numpy arrays, so this works inside ``jit`` too.
         """
         cfg = self.config.env
         drift = DriftParams(*(np.asarray(float(x)) for x in (cfg.max_drift, cfg.qubit_drift_mhz, cfg.coupler_drift_mhz, cfg.g_drift_mhz)))
@@ -199,8 +201,10 @@ class GateCore:
 
     @functools.cached_property
     def _constants(self):
-        """Per line (rows in line order), numpy float64: bounds (n,), deltas (n,), level deltas
-        (n, n_levels) rad/ns (the very numbers masks and steps add), diagonals ((n, 3), (n, 6)).
+        """Per-line constants (rows in line order), numpy float64.
+
+        Bounds (n,), deltas (n,), level deltas (n, n_levels) rad/ns (the very numbers masks and
+        steps add), diagonals ((n, 3), (n, 6)).
         """
         cfg = self.config
         bounds = np.array([cfg.bound(a) for a in self.lines])
@@ -283,8 +287,10 @@ class GateCore:
         return jnp.stack(rows)
 
     def action_masks(self, state: CoreState) -> jnp.ndarray:
-        """Discrete-mode masks (n_lines, K, n_levels) bool for the next step (rule in
-        ``quantgate_env.marl``: any action drawn component-wise from its mask stays in bounds).
+        """Discrete-mode masks (n_lines, K, n_levels) bool for the next step.
+
+        The rule is in ``quantgate_env.marl``: any action drawn component-wise from its mask stays
+        in bounds.
         """
         bounds, _, level_deltas, _ = self._constants
         masks = []
@@ -319,6 +325,7 @@ class GateCore:
                 units of the line's ``delta``, clipped to [-1, 1]. Discrete: level indices in
                 [0, n_levels) (masks are not enforced: a masked level is played and flagged).
             params: environment parameters (the device in use is ``state.device``).
+            what: the caller's name in error messages (float64 not enabled, episode already ended).
 
         Returns:
             obs (n_lines, obs_dim), state, reward (), terminated () bool, truncated () bool, info:
@@ -400,8 +407,9 @@ class GateCore:
         return jnp.where(done, reset_obs, obs), out_state, reward, terminated, truncated, info
 
     def reset_info(self, state: CoreState) -> dict:
-        """Info of a freshly reset state, with the structure ``step`` returns (zeros for the step
-        quantities), so a scan can carry it.
+        """Info of a freshly reset state, with the structure ``step`` returns.
+
+        The step quantities are zeros, so a scan can carry it.
         """
         env_cfg = self.config.env
         metrics = state_metrics(state.sectors, env_cfg.objective, env_cfg.concurrence_weight, env_cfg.unitarity_weight)

@@ -151,8 +151,9 @@ class GateEnv:
 
     @property
     def default_params(self) -> EnvParams:
-        """Training parameters: the nominal device with the configured drift half-widths (numpy
-        arrays in the configured precision; works inside ``jit``).
+        """Training parameters: the nominal device with the configured drift half-widths.
+
+        Numpy arrays in the configured precision; works inside ``jit``.
         """
         return self.core.default_params
 
@@ -183,8 +184,9 @@ class GateEnv:
         return obs[0], state
 
     def next_episode(self, key: jax.Array, state: EnvState, params: EnvParams) -> tuple[jnp.ndarray, EnvState]:
-        """Start the episode that follows ``state``'s (``GateCore.next_episode``: a fresh device
-        with ``resample_drift``, else the same one).
+        """Start the episode that follows ``state``'s (``GateCore.next_episode``).
+
+        The next episode gets a fresh device with ``resample_drift``, else the same one.
         """
         obs, state = self.core.next_episode(key, state, params)
         return obs[0], state

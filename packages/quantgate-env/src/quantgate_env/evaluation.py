@@ -108,6 +108,7 @@ class GateEvaluation:
 
     @property
     def plots(self) -> dict:
+        """The ``jaxrl-plot`` layout: pulse (rad/ns), J_T, concurrence and 1 - U against t (ns)."""
         return _PLOTS
 
     def record(self, info: Mapping) -> dict:
@@ -115,9 +116,19 @@ class GateEvaluation:
         return {k: v for k, v in info.items() if k != "final_obs"}
 
     def summarise(self, episode):
+        """Named scalars of one recorded episode (``summarise_gate_episode``).
+
+        Args:
+            episode: the recorded arrays, leading axis T: ``alive`` (T,) bool, ``JT``, ``t`` (ns),
+                ``unitarity``, ``concurrence`` (T,).
+
+        Returns:
+            ``{field: float}`` for ``SUMMARY_FIELDS`` (times in ns, NaN where undefined).
+        """
         return summarise_gate_episode(episode)
 
     def format(self, summary):
+        """The evaluation line of a summary (``format_gate_summary``): ``minJT=..@..ns  firstPE=..ns  1-U=..``."""
         return format_gate_summary(summary)
 
     def rollout_stats(self, info: Mapping) -> dict:
@@ -137,6 +148,15 @@ class MultiGateEvaluation(GateEvaluation):
     agents: tuple[str, ...] = ()
 
     def record(self, info: Mapping) -> dict:
+        """The per-step fields of an agent-keyed info, shared ones once and per-line ones stacked.
+
+        Args:
+            info: ``{agent: {field: array}}`` as ``MultiGateEnv.step`` returns it.
+
+        Returns:
+            The shared fields (()) taken from the first agent, and ``amps`` (n_lines, K), ``excess``
+            and ``cost`` (n_lines,) stacked in ``agents`` order.
+        """
         first = info[self.agents[0]]
         out = {k: first[k] for k in _SHARED if k in first}
         for k in _PER_LINE:
@@ -145,4 +165,5 @@ class MultiGateEvaluation(GateEvaluation):
         return out
 
     def rollout_stats(self, info: Mapping) -> dict:
+        """``min_JT``: the lowest J_T any environment reached during the rollout (J_T is shared)."""
         return {"min_JT": jnp.min(info[self.agents[0]]["JT"])}
