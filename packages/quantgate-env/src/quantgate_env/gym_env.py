@@ -23,8 +23,10 @@ __all__ = ["GateGymEnv", "GateVectorEnv"]
 
 
 def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
-    """Actions as float64 with the expected shape; NaN, a wrong shape or entries that are not
-    real numbers (strings, bools, complex: never coerced) raise ValueError.
+    """Actions as float64 with the expected shape.
+
+    NaN, a wrong shape or entries that are not real numbers (strings, bools, complex: never
+    coerced) raise ValueError.
     """
     array = real_array(name, action)
     if array.shape != shape:
@@ -158,6 +160,17 @@ class GateGymEnv(gymnasium.Env):
         self._ended = False  # the episode terminated or truncated: step() needs a reset() first
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode: the first on a device drawn from the drift, later ones per the core's rule.
+
+        Args:
+            seed: reseeds ``np_random`` and the PRNG key; ``None`` keeps the running key (one is
+                drawn at the first reset).
+            options: ignored (accepted for the Gymnasium signature).
+
+        Returns:
+            obs (obs_dim,) float32 and an empty info dict. After the first reset the next episode
+            gets a fresh device with resampled drift, or keeps the same one with fixed drift.
+        """
         super().reset(seed=seed)
         if seed is not None or self._key is None:
             self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
@@ -170,6 +183,19 @@ class GateGymEnv(gymnasium.Env):
         return np.asarray(obs), {}
 
     def step(self, action):
+        """Play one segment of K pulse samples.
+
+        Args:
+            action: (K,) deltas in units of the line's ``delta``, clipped to [-1, 1].
+
+        Returns:
+            obs (obs_dim,) float32, reward (float), terminated, truncated (bool), info: JT,
+            concurrence, unitarity, tv_penalty, oob, t (ns) and amps (K,) rad/ns.
+
+        Raises:
+            RuntimeError: before ``reset`` or after the episode ended, until ``reset``.
+            ValueError: NaN, a wrong shape, strings, bools or complex numbers in ``action``.
+        """
         if self._state is None:
             raise RuntimeError("step() called before reset()")
         if self._ended:
@@ -211,6 +237,16 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         self._done = np.zeros(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start N episodes on devices drawn from the drift.
+
+        Args:
+            seed: reseeds ``np_random`` and the PRNG key; ``None`` keeps the running key (one is
+                drawn at the first reset).
+            options: ignored (accepted for the Gymnasium signature).
+
+        Returns:
+            obs (N, obs_dim) float32 and an empty info dict.
+        """
         if seed is not None:
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
         if seed is not None or self._key is None:
@@ -221,6 +257,22 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         return np.asarray(obs), {}
 
     def step(self, actions):
+        """Step all N environments in one compiled call, with next-step autoreset.
+
+        An environment that finished at the previous call is reset now instead: its action is
+        ignored and it reports reward 0, not terminated, not truncated.
+
+        Args:
+            actions: (N, K) deltas in units of the line's ``delta``, clipped to [-1, 1].
+
+        Returns:
+            obs (N, obs_dim) float32, reward (N,), terminated (N,) bool, truncated (N,) bool and
+            info, each field with leading axis N (JT, ..., t ns, amps (N, K) rad/ns).
+
+        Raises:
+            RuntimeError: before ``reset``.
+            ValueError: NaN, a wrong shape, strings, bools or complex numbers in ``actions``.
+        """
         if self._state is None:
             raise RuntimeError("step() called before reset()")
         actions = _check_action(actions, self.action_space.shape, "actions")
