@@ -231,6 +231,7 @@ class GateGymnaxEnv(_GateGymnax):
 
     @property
     def name(self) -> str:
+        """The environment's name, ``"ZCQPEE-v0"`` (as registered with Gymnasium)."""
         return "ZCQPEE-v0"
 
     @property
@@ -282,6 +283,7 @@ class MultiLineGymnaxEnv(_GateGymnax):
 
     @property
     def name(self) -> str:
+        """The environment's name, ``"ZCQPEE-MultiLine-v0"``."""
         return "ZCQPEE-MultiLine-v0"
 
     @property
@@ -346,24 +348,30 @@ class LegacyStepView:
 
     @property
     def default_params(self) -> GymnaxParams:
+        """The wrapped environment's training parameters."""
         return self.env.default_params
 
     @property
     def eval_params(self) -> GymnaxParams:
+        """The wrapped environment's evaluation parameters (nominal device, no drift)."""
         return self.env.eval_params
 
     @property
     def name(self) -> str:
+        """The wrapped environment's name."""
         return self.env.name
 
     @property
     def num_actions(self) -> int:
+        """Dimension of the wrapped environment's (continuous) action."""
         return self.env.num_actions
 
     def observation_space(self, params: GymnaxParams | None = None) -> spaces.Box:
+        """The wrapped ``observation_space``: Box (obs_dim,) float32 in [-obs_scale, obs_scale]."""
         return self.env.observation_space(params)
 
     def action_space(self, params: GymnaxParams | None = None) -> spaces.Box:
+        """The wrapped ``action_space``: Box (action_dim,) float32 in [-1, 1]."""
         return self.env.action_space(params)
 
 
