@@ -1,6 +1,8 @@
-"""What every algorithm shares: the network definition, action distributions, the `Policy` object,
-losses, GAE, rollouts, the optimiser, the minibatch loop, conjugate gradient, the train state,
-config validation, the environment contracts and their checker, environment loading and evaluation.
+"""What every algorithm shares, one definition of each piece.
+
+The network definition, action distributions, the `Policy` object, losses, GAE, rollouts, the
+optimiser, the minibatch loop, conjugate gradient, the train state, config validation, the
+environment contracts and their checker, environment loading and evaluation.
 
 Files: `networks.py`, `distributions.py`, `policy.py`, `losses.py`, `gae.py`, `rollout.py`,
 `optimizer.py`, `minibatch.py`, `cg.py`, `state.py`, `config.py`, `contracts.py`, `envs.py`,

@@ -139,8 +139,10 @@ def _check_value(name: str, check: str, value: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class ValidatedConfig:
-    """Base of every config (PPO/TRPO's `AlgoConfig`, IPPO's): each field declared with `cfg_field`
-    is validated and normalised in ``__post_init__``, then `_check_consistency` relates fields.
+    """Base of every config (PPO/TRPO's `AlgoConfig`, IPPO's).
+
+    Each field declared with `cfg_field` is validated and normalised in ``__post_init__``, then
+    `_check_consistency` relates fields.
     """
 
     def __post_init__(self):
@@ -211,8 +213,10 @@ class AlgoConfig(ValidatedConfig):
 
 
 class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except for flags whose default is None: config flags default to None so that
-    only typed values override the config, and their help already names the config's default.
+    """Shows defaults, except for flags whose default is None.
+
+    Config flags default to None so that only typed values override the config, and their help
+    already names the config's default.
     """
 
     def _get_help_string(self, action):

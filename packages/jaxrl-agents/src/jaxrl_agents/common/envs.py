@@ -21,8 +21,10 @@ __all__ = ["load_env", "check_env", "parse_env_options", "DEFAULT_ENV"]
 DEFAULT_ENV = "quantgate_env:make"
 
 def parse_env_options(items: list[str] | None, flag: str = "--env-option") -> dict[str, Any]:
-    """Parse ``["KEY=VALUE", ...]``: VALUE as JSON when possible (1, 0.5, true, null, [1, 2]),
-    Python's True/False/None, else a plain string. `flag` names the option in errors.
+    """Parse ``["KEY=VALUE", ...]`` into a dict; `flag` names the option in errors.
+
+    VALUE is read as JSON when possible (1, 0.5, true, null, [1, 2]), Python's True/False/None, else
+    as a plain string.
     """
     out: dict[str, Any] = {}
     for item in items or []:

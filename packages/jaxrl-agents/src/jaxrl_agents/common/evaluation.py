@@ -100,8 +100,8 @@ def score_to_minimise(summary: Mapping[str, float], score: str, score_mode: str)
 
     Args:
         summary: `eval_summary` fields (or a progress row's, as strings).
-        score, score_mode: the env's `Evaluation.score` ("return" or one of its fields) and
-            "min" / "max".
+        score: the env's `Evaluation.score` ("return" or one of its fields).
+        score_mode: the env's `Evaluation.score_mode`, "min" / "max".
     """
     value = summary.get(EVAL_PREFIX + score)
     try:
@@ -113,8 +113,9 @@ def score_to_minimise(summary: Mapping[str, float], score: str, score_mode: str)
 
 def format_eval_line(step: int, wall: float, summary: Mapping[str, float],
                      evaluation: Evaluation | None = None) -> str:
-    """One human line: ``[step] wall R=<return>`` then the env's own line of its fields
-    (``evaluation.format``, given the summary without the ``eval_`` prefix).
+    """One human line: ``[step] wall R=<return>`` then the env's own line of its fields.
+
+    The env's line is ``evaluation.format``, given the summary without the ``eval_`` prefix.
     """
     parts = [f"[{step:>10d}] {wall:7.0f}s", f"R={summary['eval_return']:9.3f}"]
     extra = (evaluation or ReturnEvaluation()).format(env_fields(summary))

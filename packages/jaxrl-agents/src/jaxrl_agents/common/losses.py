@@ -1,5 +1,7 @@
-"""The losses PPO, TRPO and IPPO share: the clipped surrogate (PPO and IPPO), the value MSE (every
-critic, IPPO-Lagrangian's cost critic included) and the advantage standardisation.
+"""The losses PPO, TRPO and IPPO share.
+
+The clipped surrogate (PPO and IPPO), the value MSE (every critic, IPPO-Lagrangian's cost critic
+included) and the advantage standardisation.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def ppo_loss(model, params, batch: dict, clip_eps: float, vf_coef: float, ent_co
         params: ``{"actor", "critic"}``.
         batch: dict of (B, ...) arrays: obs, action, logp (old log-probs), adv, ret (lambda-returns),
             optionally mask (discrete action masks).
-        clip_eps, vf_coef, ent_coef: PPO coefficients.
+        clip_eps: PPO clip range of the probability ratio r.
+        vf_coef: weight of the value MSE.
+        ent_coef: weight of the entropy bonus.
         normalize_advantage: normalise `adv` over this batch, (A - mean) / (std + 1e-8), as SB3.
 
     Returns:

@@ -1,5 +1,7 @@
-"""The one minibatch loop: epochs over fresh permutations of a flat batch, each split into equal
-minibatches, as a `lax.scan` of `lax.scan`s (PPO, IPPO and TRPO's critic all train this way).
+"""The one minibatch loop (PPO, IPPO and TRPO's critic all train this way).
+
+Epochs over fresh permutations of a flat batch, each split into equal minibatches, as a
+`lax.scan` of `lax.scan`s.
 """
 
 from __future__ import annotations

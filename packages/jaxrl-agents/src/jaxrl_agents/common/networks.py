@@ -134,8 +134,9 @@ class MLP(nn.Module):
 
 
 def mlp_apply(net: Params, x: jax.Array, activation: str) -> jax.Array:
-    """Apply the default tower to its parameters `net` (as built by `mlp_init`): x (B..., in) ->
-    (B..., out). The widths are read from the kernels.
+    """Apply the default tower to its parameters `net` (as built by `mlp_init`).
+
+    x (B..., in) -> (B..., out). The widths are read from the kernels.
     """
     features = tuple(net[f"dense_{i}"]["kernel"].shape[1] for i in range(len(net)))
     return MLP(features, activation).apply({"params": net}, x)
@@ -332,8 +333,10 @@ class ActorCritic:
     @classmethod
     def from_spaces(cls, observation_space, action_space, hidden=(128, 128), activation="tanh",
                     network=None, network_options=()):
-        """Build the network definition for gymnasium spaces (1-D Box observations;
-        Box, Discrete or MultiDiscrete actions); `network` / `network_options` as the fields.
+        """Build the network definition for gymnasium spaces.
+
+        Observations are 1-D Box; actions Box, Discrete or MultiDiscrete. `network` / `network_options`
+        are as the fields.
         """
         from gymnasium import spaces
 
@@ -381,6 +384,7 @@ class ActorCritic:
 
     @property
     def is_discrete(self) -> bool:
+        """Whether the actions are discrete (a categorical or multi-categorical head)."""
         return self.action_kind != "gaussian"
 
     # ------------------------------------------------------------------------------ params

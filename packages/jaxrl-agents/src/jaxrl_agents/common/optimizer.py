@@ -1,5 +1,6 @@
-"""The one optimiser of every algorithm: Adam (optionally after global-norm clipping), applied with
-an explicit float32 learning rate, and the two learning-rate schedules.
+"""The one optimiser of every algorithm, and the two learning-rate schedules.
+
+Adam (optionally after global-norm clipping), applied with an explicit float32 learning rate.
 
 The learning rate is computed by the algorithm (per gradient step for PPO and IPPO, per update for
 TRPO's critic) and applied here rather than through an optax schedule, so the step index lives in
@@ -57,7 +58,9 @@ def apply_adam(tx: optax.GradientTransformation, grads, opt_state, params, lr: j
 
     Args:
         tx: the transformation of `make_optimizer`.
-        grads, opt_state, params: pytrees of the optimised parameters.
+        grads: gradients, a pytree like `params`.
+        opt_state: the optimiser state of `tx` for `params`.
+        params: the optimised parameters (pytree; each leaf keeps its dtype).
         lr: () float32 learning rate.
 
     Returns:

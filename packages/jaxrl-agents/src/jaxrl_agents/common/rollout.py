@@ -1,5 +1,7 @@
-"""Collecting on-policy experience: `lax.scan` over the vmapped auto-resetting environment step,
-and the rollout half (rollout + GAE) of the PPO and TRPO updates.
+"""Collecting on-policy experience, and the rollout half of the PPO and TRPO updates.
+
+Collection is a `lax.scan` over the vmapped auto-resetting environment step; the rollout half of
+an update is rollout + GAE.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def flatten_time_env(x: jax.Array) -> jax.Array:
 
 
 def rollout_stats(traj: Transition, env=None) -> dict[str, Any]:
-    """Scalar diagnostics of a rollout: mean_reward, frac_done, and the env's own
-    (``env.evaluation.rollout_stats`` of the rollout's info, docs/contracts.md).
+    """Scalar diagnostics of a rollout: mean_reward, frac_done, and the env's own.
+
+    The env's own are ``env.evaluation.rollout_stats`` of the rollout's info (docs/contracts.md).
     """
     stats = {"mean_reward": traj.reward.mean(), "frac_done": traj.done.astype(jnp.float32).mean()}
     if env is not None:
@@ -109,7 +112,8 @@ def make_rollout_phase(model, env, n_steps: int, gamma: float, gae_lambda: float
         model: `ActorCritic`.
         env: functional environment.
         n_steps: steps per environment.
-        gamma, gae_lambda: discount and GAE lambda.
+        gamma: discount factor.
+        gae_lambda: GAE lambda.
         normalize_advantage: standardise `adv` over the whole rollout (TRPO; PPO and IPPO
             standardise per minibatch in the loss instead).
     """
