@@ -122,6 +122,7 @@ class GateMARLEnv(MultiAgentEnv):
 
     @property
     def name(self) -> str:
+        """The environment's name, ``"ZCQPEE-MARL-v0"``."""
         return "ZCQPEE-MARL-v0"
 
     @property

@@ -1,5 +1,6 @@
-"""Multi-actuator gate environment as pure functions over agent-keyed pytrees (the functional core
-behind ``quantgate_env.pettingzoo``).
+"""Multi-actuator gate environment as pure functions over agent-keyed pytrees.
+
+This is the functional core behind ``quantgate_env.pettingzoo``.
 
 One agent per control line, all steering one gate (cooperative, one device, one pulse):
 
@@ -142,14 +143,20 @@ class MultiGateEnv:
 
     @property
     def max_episode_steps(self) -> int:
+        """Steps of a full episode (333 for the paper), as ``GateEnv``'s."""
         return self.config.env.n_steps
 
     @property
     def default_params(self) -> EnvParams:
+        """Training parameters: the nominal device with the configured drift half-widths.
+
+        Numpy arrays in the configured precision; works inside ``jit``.
+        """
         return self.core.default_params
 
     @property
     def eval_params(self) -> EnvParams:
+        """Evaluation parameters: the nominal device, no drift (numpy; works inside ``jit``)."""
         return self.core.eval_params
 
     @property
@@ -203,14 +210,17 @@ class MultiGateEnv:
         return self._per_agent(self.core.observe(state))
 
     def action_masks(self, state: MultiGateState) -> dict:
-        """Discrete-mode masks {agent: (K, n_levels) bool} for the next step (rule in the module
-        docstring: any action drawn component-wise from its mask stays within the bound).
+        """Discrete-mode masks {agent: (K, n_levels) bool} for the next step.
+
+        The rule is in the module docstring: any action drawn component-wise from its mask stays
+        within the bound.
         """
         return self._per_agent(self.core.action_masks(state))
 
     def reset_info(self, state: MultiGateState) -> dict:
-        """Infos of a freshly reset state, with the structure ``step`` returns (zeros for the
-        step quantities), so a scan can carry them.
+        """Infos of a freshly reset state, with the structure ``step`` returns.
+
+        The step quantities are zeros, so a scan can carry them.
         """
         return self._infos(self.core.reset_info(state))
 
