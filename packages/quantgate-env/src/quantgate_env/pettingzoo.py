@@ -109,10 +109,20 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
 
     # PettingZoo requires the very same space object on every call.
     def observation_space(self, agent: str) -> gymnasium.spaces.Space:
+        """Box (24 + K + 1,) float32, or with ``mask_in_obs`` a Dict {"observation", "action_mask"}.
+
+        Raises:
+            ValueError: ``agent`` is not one of ``possible_agents``.
+        """
         self._check_agent(agent, "observation_space")
         return self._observation_spaces[agent]
 
     def action_space(self, agent: str) -> gymnasium.spaces.Space:
+        """Box (K,) in [-1, 1]; discrete: MultiDiscrete([n_levels] * K), or Discrete(n_levels) if K = 1.
+
+        Raises:
+            ValueError: ``agent`` is not one of ``possible_agents``.
+        """
         self._check_agent(agent, "action_space")
         return self._action_spaces[agent]
 
@@ -148,6 +158,23 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         return obs, infos
 
     def step(self, actions: Mapping[str, Any]):
+        """Play one segment of K samples on every line at once.
+
+        Args:
+            actions: {agent: action} for every live agent. Continuous: (K,) deltas in units of the
+                line's ``delta``, finite and in [-1, 1] (not clipped). Discrete: integer level
+                indices of shape (K,) (() if K = 1) in [0, n_levels); a masked level raises unless
+                ``masked_action="execute"``.
+
+        Returns:
+            obs {agent: (24 + K + 1,) float32 (or the mask dict)}, rewards {agent: float} (the team
+            reward), terminated and truncated {agent: bool} (all agents end together), infos
+            {agent: dict} (class docstring). ``agents`` is empty once the episode ended.
+
+        Raises:
+            RuntimeError: before ``reset`` or after the episode ended.
+            ValueError: a missing, unknown, misshapen, out-of-space or masked action, naming the agent.
+        """
         if self._state is None:
             raise RuntimeError("step() called before reset()")
         if not self.agents:
@@ -168,6 +195,7 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
         return obs, rewards, terminated, truncated, infos
 
     def close(self):
+        """Nothing to release (no renderer, no external resources)."""
         pass
 
     # ---- boundary checks and conversion -----------------------------------------------------
