@@ -1,5 +1,6 @@
-"""Gate metrics: the realised gate, Weyl-chamber coordinates, concurrence, unitarity, J_T and the
-sqrt(iSWAP) fidelity with free virtual-Z corrections.
+"""Gate metrics: the realised gate, Weyl-chamber coordinates, concurrence, unitarity, J_T, sqrt(iSWAP) fidelity.
+
+The sqrt(iSWAP) fidelity allows free virtual-Z corrections.
 
 Conventions (spec 1.4): the gate basis is |00>, |01>, |10>, |11> with the first digit q0. The
 *realised* gate G follows the paper's v1 code, G_ij = <psi_i(t)|b_j> = conj(<b_j|U|b_i>), i.e.
@@ -294,7 +295,9 @@ def state_metrics(
     Args:
         state: propagated sector state.
         objective: "pe" (the paper's J_T) or "sqrt_iswap" (1 - F with free virtual Z).
-        concurrence_weight, unitarity_weight: weights of the PE cost.
+        concurrence_weight: weight w_C of the concurrence in the PE cost
+            J_T = 1 - (w_C C + w_U U)/(w_C + w_U) (``pe_cost``).
+        unitarity_weight: weight w_U of the unitarity in the PE cost.
         weyl_digits: rounding of the Weyl coordinates (the environment's); None keeps them
             unrounded, which gradients need (rounding has zero derivative).
     """

@@ -108,16 +108,19 @@ class RobustnessMap:
         }
 
     def save_npz(self, path, *, overwrite: bool = False) -> None:
-        """The map as ``.npz`` (offsets_mhz, jt_at_gate_time, jt_best, gate_time, n), written
-        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError).
+        """Write the map as ``.npz`` (offsets_mhz, jt_at_gate_time, jt_best, gate_time, n), atomically.
+
+        An existing file is replaced only with ``overwrite=True`` (else FileExistsError).
         """
         with atomic_open(path, overwrite=overwrite, binary=True) as handle:
             np.savez(handle, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
                      jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
 
     def save_png(self, path, title: str = "", *, overwrite: bool = False) -> None:
-        """Heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib), written
-        atomically; an existing file is replaced only with ``overwrite=True`` (else FileExistsError).
+        """Write a heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib).
+
+        Written atomically; an existing file is replaced only with ``overwrite=True`` (else
+        FileExistsError).
         """
         try:
             import matplotlib
@@ -153,7 +156,17 @@ def pulse_robustness(amps, *, dt: float = 0.05, half_width_mhz: float | str = "r
     """Robustness map of a fixed pulse (amplitudes in rad/ns, sample k on (t_k, t_{k+1}]).
 
     Args:
+        amps: (T,) finite pulse amplitudes, rad/ns, one per sample of length ``dt``.
+        dt: sample duration, ns.
+        half_width_mhz: half-width of the qubit-detuning grid, MHz, or the name of a range in
+            ``DRIFT_RANGES`` ("recool" = 5.7 MHz).
+        n: grid points per axis (1 to ``MAX_GRID_N``); n x n devices in all.
         gate_time: stop time in ns; default: the time of the nominal device's best J_T.
+        objective: "pe" (the paper's J_T) or "sqrt_iswap" (1 - F with free virtual Z).
+
+    Returns:
+        ``RobustnessMap`` over the (n*n,) devices of ``detuning_grid``, J_T taken at the sample
+        nearest ``gate_time`` (default: the nominal device's best sample).
     """
     amps = finite_array("amps", amps, ndim=1)
     dt = positive_number("dt", dt)
@@ -191,6 +204,13 @@ def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
     Args:
         act: maps a (B, obs_dim) float32 batch to (B, K) actions (deterministic).
         env: the functional environment the policy was trained on (default: the paper's).
+        half_width_mhz: half-width of the qubit-detuning grid, MHz, or the name of a range in
+            ``DRIFT_RANGES`` ("recool" = 5.7 MHz).
+        n: grid points per axis (1 to ``MAX_GRID_N``); B = n x n devices in all.
+
+    Returns:
+        ``RobustnessMap`` over the devices of ``detuning_grid``; the gate time is the nominal
+        device's best step, and a device truncated before it counts J_T = 1 there.
     """
     env = make() if env is None else env
     devices, offsets = detuning_grid(half_width_mhz, n)
