@@ -1,5 +1,7 @@
-"""IPPO and IPPO-Lagrangian: independent PPO learners, one per agent, on a PettingZoo ParallelEnv
-(stepped from Python) or on a functional multi-agent core (compiled with the update).
+"""IPPO and IPPO-Lagrangian: independent PPO learners, one per agent.
+
+They train on a PettingZoo ParallelEnv (stepped from Python) or on a functional multi-agent core
+(compiled with the update).
 
 Files: `config.py` (IPPOConfig, IPPOLagrangianConfig, validate_ippo_config), `spaces.py` (agent
 spaces and `MARLPolicy`), `rollout.py` (the ParallelEnv runner, agent groups), `losses.py` (dual

@@ -1,5 +1,6 @@
-"""The compiled IPPO / IPPO-Lagrangian path: `n_envs` copies of a functional multi-agent core and the
-whole update (rollout, dual step, GAE, every agent's PPO epochs) in one jitted function.
+"""The compiled IPPO / IPPO-Lagrangian path: `n_envs` copies of a functional multi-agent core.
+
+The whole update (rollout, dual step, GAE, every agent's PPO epochs) is one jitted function.
 
 The functional multi-agent core (pure functions over dicts keyed by agent id, the multi-agent
 analogue of the step contract in docs/contracts.md)::
@@ -145,8 +146,10 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
     v_step = jax.vmap(core.step_autoreset, in_axes=(0, 0, 0, None))
 
     def masks_from(info, state, n=n_envs):
-        """Masks of the current observations; `info` None means "just reset": the core's
-        reset_info(state) or action_masks(state), if it has either, else all allowed.
+        """Masks of the current observations.
+
+        `info` None means "just reset": the core's reset_info(state) or action_masks(state), if it has
+        either, else all allowed.
         """
         if info is None and callable(getattr(core, "reset_info", None)):
             info = jax.vmap(core.reset_info)(state)
@@ -183,8 +186,9 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
                          key, jnp.zeros((), jnp.int32))
 
     def act(actors, obs, masks, key, deterministic):
-        """Network actions {agent: (N, ...)} and log-probabilities of every group's agents
-        (`actors`: ``IPPOState.params["actor"]``).
+        """Network actions {agent: (N, ...)} and log-probabilities of every group's agents.
+
+        `actors` is ``IPPOState.params["actor"]``.
         """
         net_act, logp = {}, {}
         for gi, g in enumerate(groups):
@@ -281,10 +285,11 @@ def make_compiled_ippo(core, cfg, lagrangian: bool, agent_spaces: dict):
                          key, s.update + 1), stats
 
     def evaluate(actors, params_env, key):
-        """One deterministic episode of every agent (mode actions under the masks) on
-        `params_env`, the multi-agent form of `common.evaluation.evaluate_episode`: T =
-        ``core.max_episode_steps`` scanned steps of ``core.step``, ``alive`` recorded before each
-        step, the state frozen once any agent's episode ended.
+        """One deterministic episode of every agent (mode actions under the masks) on `params_env`.
+
+        The multi-agent form of `common.evaluation.evaluate_episode`: T = ``core.max_episode_steps``
+        scanned steps of ``core.step``, ``alive`` recorded before each step, the state frozen once any
+        agent's episode ended.
 
         Returns:
             dict of (T, ...) arrays: the team view ``"reward"`` (mean over agents),
@@ -366,8 +371,9 @@ def _train_compiled(cfg, seed, lagrangian, core, timesteps, progress_callback):
 
 
 def history_row(agents, stats: dict) -> dict:
-    """Per-agent python scalars of one update's stats ``{name: (A,)}`` (flags as bool, counts as
-    int), the rows of `IPPOResult.history`.
+    """Per-agent python scalars of one update's stats ``{name: (A,)}`` (flags as bool, counts as int).
+
+    They are the rows of `IPPOResult.history`.
     """
     row = {}
     for j, a in enumerate(agents):
@@ -417,9 +423,10 @@ class Program(NamedTuple):
 
 @functools.lru_cache(maxsize=16)
 def program(core, cfg, lagrangian: bool) -> Program:
-    """Cached programs per (core, config, algorithm): compiling is the expensive part, and the core
-    and config are hashable (frozen dataclasses). `cfg` is the algorithm's config without the
-    run budget (`config.algorithm_config`).
+    """Cached programs per (core, config, algorithm).
+
+    Compiling is the expensive part, and the core and config are hashable (frozen dataclasses).
+    `cfg` is the algorithm's config without the run budget (`config.algorithm_config`).
     """
     agent_spaces = core_spaces(core, cfg)
     init, update, evaluate, groups, apps = make_compiled_ippo(core, cfg, lagrangian, agent_spaces)

@@ -28,9 +28,10 @@ __all__ = ["IPPO_Lagrangian"]
 
 
 class IPPO_Lagrangian(IPPO):  # noqa: N801 (the name the requirement uses)
-    """Independent PPO-Lagrangian; same arguments as `IPPO`, config fields of
-    `IPPOLagrangianConfig` (cost_limit, lagrangian_init, lagrangian_lr, lambda_min, lambda_max,
-    center_cost_advantage).
+    """Independent PPO-Lagrangian; same arguments as `IPPO`.
+
+    Config fields of `IPPOLagrangianConfig` (cost_limit, lagrangian_init, lagrangian_lr, lambda_min,
+    lambda_max, center_cost_advantage).
     """
 
     lagrangian = True

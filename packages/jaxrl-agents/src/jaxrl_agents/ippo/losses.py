@@ -1,5 +1,7 @@
-"""IPPO-Lagrangian's own pieces: the projected dual ascent on the multipliers and the policy
-advantage that mixes reward and cost (the clipped surrogate itself is common.losses.ppo_loss).
+"""IPPO-Lagrangian's own pieces: the dual ascent on the multipliers and the mixed advantage.
+
+The projected dual ascent on the multipliers, and the policy advantage that mixes reward and cost
+(the clipped surrogate itself is common.losses.ppo_loss).
 
 Both trainers (Python-stepped, compiled) use `dual_step`, so the multiplier update and its
 diagnostics are defined once.
@@ -49,7 +51,8 @@ def lagrangian_advantage(adv_r: jax.Array, adv_c: jax.Array, lam: jax.Array,
     advantage scale bounded as lambda grows, so the PPO clip range keeps its meaning.
 
     Args:
-        adv_r, adv_c: reward and cost advantages, same shape (any).
+        adv_r: reward advantages A_r, any shape.
+        adv_c: cost advantages A_c, the shape of `adv_r`.
         lam: () multiplier (>= 0).
         center_cost: subtract the mean of A_c.
     """
@@ -64,7 +67,10 @@ def dual_step(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,
     """`dual_update` and the per-agent diagnostics both trainers record.
 
     Args:
-        lam, episode_cost_sum, completed, cfg: as `dual_update`.
+        lam: (A,) current multipliers, as `dual_update`.
+        episode_cost_sum: (A,) summed undiscounted cost of the completed episodes, as `dual_update`.
+        completed: (A,) number of episodes completed in this rollout, as `dual_update`.
+        cfg: IPPO-Lagrangian config, as `dual_update`.
 
     Returns:
         (new lambda (A,), diagnostics: dict of (A,) arrays cost_return_budget,

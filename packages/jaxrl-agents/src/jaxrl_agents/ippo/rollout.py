@@ -74,8 +74,9 @@ def check_parallel_env(env) -> list:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _act_group(model, actor, obs, key, counter, mask):
-    """Sample for the G agents of a group: obs (G, obs_dim), mask (G, n) or None ->
-    (actions (G, ...), logp (G,)).
+    """Sample for the G agents of a group.
+
+    obs (G, obs_dim), mask (G, n) or None -> (actions (G, ...), logp (G,)).
     """
     keys = jax.random.split(jax.random.fold_in(key, counter), obs.shape[0])
     if mask is None:

@@ -1,5 +1,7 @@
-"""Per-agent space handling for multi-agent trainers: observation flattening, action translation,
-action masks, and the `MARLPolicy` that speaks the environment's own formats.
+"""Per-agent space handling for multi-agent trainers.
+
+Observation flattening, action translation, action masks, and the `MARLPolicy` that speaks the
+environment's own formats.
 
 An agent's network always sees a flat float32 observation vector and emits zero-based actions:
 
@@ -38,8 +40,9 @@ def split_mask_obs(obs):
 
 
 def space_to_json(space: spaces.Space) -> dict | None:
-    """JSON description of a Box / Discrete / MultiDiscrete / MultiBinary / Dict space (None for
-    other spaces, which `MARLPolicy.load` then cannot restore).
+    """JSON description of a Box / Discrete / MultiDiscrete / MultiBinary / Dict space.
+
+    None for other spaces, which `MARLPolicy.load` then cannot restore.
     """
     if isinstance(space, spaces.Box):
         return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
@@ -224,8 +227,10 @@ class MARLPolicy(Policy):
 
     @classmethod
     def load(cls, directory: str) -> MARLPolicy:
-        """Load a saved policy; with its spaces (env-format observations and actions) when they
-        were saved, else it behaves like a plain `Policy`.
+        """Load a saved policy, with its spaces when they were saved.
+
+        With them it speaks env-format observations and actions; without, it behaves like a plain
+        `Policy`.
         """
         base = Policy.load(directory)
         sp = None

@@ -1,5 +1,6 @@
-"""IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv (or, compiled, on a
-functional multi-agent core; see compiled.py).
+"""IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv.
+
+Or, compiled, on a functional multi-agent core; see compiled.py.
 
 Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
 same network definition are *computed* together (their parameters stacked and the update vmapped),

@@ -1,5 +1,7 @@
-"""One agent's IPPO / IPPO-Lagrangian update as a pure function, shared by the Python-stepped and the
-compiled trainers (and vmapped over agents that share a network definition).
+"""One agent's IPPO / IPPO-Lagrangian update as a pure function.
+
+Shared by the Python-stepped and the compiled trainers (and vmapped over agents that share a
+network definition).
 
 The update takes a rollout of one agent with leading axes (T, N) (time, environments), evaluates
 V(obs_t) and V(next_obs_t) with the critic that collected it (parameters are unchanged between
@@ -34,8 +36,10 @@ __all__ = ["init_agent_params", "init_group_state", "make_agent_update", "miniba
 
 
 def minibatch_count(batch_size: int, requested: int) -> int:
-    """Largest divisor of `batch_size` not above `requested`: the minibatch count actually used when
-    a rollout of `batch_size` transitions cannot be split into `requested` equal minibatches.
+    """Largest divisor of `batch_size` not above `requested`: the minibatch count actually used.
+
+    It differs from `requested` when a rollout of `batch_size` transitions cannot be split into
+    `requested` equal minibatches.
     """
     for d in range(min(requested, batch_size), 0, -1):
         if batch_size % d == 0:
@@ -44,8 +48,9 @@ def minibatch_count(batch_size: int, requested: int) -> int:
 
 
 def optimizer_applications(rollout_sizes, n_epochs: int, n_minibatches: int) -> int:
-    """Exact number of optimiser steps of a run whose rollouts have the given transition counts
-    (the denominator of the learning-rate annealing).
+    """Exact number of optimiser steps of a run whose rollouts have the given transition counts.
+
+    It is the denominator of the learning-rate annealing.
     """
     return sum(n_epochs * minibatch_count(int(n), n_minibatches) for n in rollout_sizes)
 
@@ -60,8 +65,10 @@ def init_agent_params(model, key: jax.Array, lagrangian: bool) -> dict:
 
 
 def init_group_state(agent_spaces, agents, groups, key: jax.Array, cfg: IPPOConfig, lagrangian: bool):
-    """Independent initial parameters per agent (agent i from ``fold_in(key, i)``), stacked per
-    group of agents with equal shapes, and each group's optimiser state.
+    """Independent initial parameters per agent, and each group's optimiser state.
+
+    Agent i's parameters come from ``fold_in(key, i)``; they are stacked per group of agents with
+    equal shapes.
 
     Shared by the Python and compiled paths, so the same seed gives the same initial parameters.
 
@@ -76,8 +83,10 @@ def init_group_state(agent_spaces, agents, groups, key: jax.Array, cfg: IPPOConf
 
 
 def make_agent_update(model, cfg: IPPOConfig, lagrangian: bool):
-    """Build ``update(params, opt_state, batch, lam, key, step0, total_steps) -> (params, opt_state,
-    stats)`` for one agent (pure; jit it, vmap it over agents with the same network).
+    """Build one agent's update function (pure; jit it, vmap it over agents with the same network).
+
+    The function is ``update(params, opt_state, batch, lam, key, step0, total_steps) -> (params,
+    opt_state, stats)``.
 
     Args of the returned function:
         params: the agent's parameters (`init_agent_params`).
