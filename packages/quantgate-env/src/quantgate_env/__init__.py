@@ -1,5 +1,7 @@
-"""quantgate-env: an exact float64 JAX environment for a perfect-entangling gate on two transmons
-with a tunable coupler (the ZCQPEE problem of Grech et al., Quantum Sci. Technol. 11, 015030, 2026).
+"""quantgate-env: an exact float64 JAX environment for a perfect-entangling gate on two transmons.
+
+The transmons share a tunable coupler: the ZCQPEE problem of Grech et al., Quantum Sci. Technol. 11,
+015030, 2026.
 
 Importing the package changes no global JAX setting; see ``quantgate_env.precision``. It registers
 the Gymnasium id ``quantgate_env:ZCQPEE-v0`` (single and vectorised).

@@ -107,6 +107,15 @@ def _check_args(args) -> tuple[float, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``quantgate-robustness``: scan a pulse or a policy and write the map to ``--out``.
+
+    Args:
+        argv: the arguments after the program name (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 ok (the summary is printed on one line), 2 a bad argument, a pulse or
+        policy that cannot be loaded, or a failed write.
+    """
     parser = argparse.ArgumentParser(prog="quantgate-robustness", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--pulse", help="pulse CSV in the paper's format (tlist, amplist)")

@@ -76,6 +76,15 @@ def _load(path: str) -> tuple[np.ndarray, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``quantgate-refine``: refine a pulse CSV with GRAPE and write it to ``--out``.
+
+    Args:
+        argv: the arguments after the program name (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 ok (gate time and J_T before/after are printed), 2 a bad argument, an
+        unreadable pulse, an ``--out`` that already exists (nothing is written) or a failed write.
+    """
     parser = argparse.ArgumentParser(prog="quantgate-refine", description=__doc__.split("\n\n")[0])
     parser.add_argument("pulse", help="pulse CSV in the paper's format (tlist, amplist)")
     parser.add_argument("--gate-time", type=float, default=None,

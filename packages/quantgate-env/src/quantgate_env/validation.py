@@ -125,8 +125,9 @@ def check_action_shape(name: str, action: Any, shape: tuple[int, ...], integer: 
 
 
 def check_action_dict(actions: Any, agents: tuple[str, ...], shape: tuple[int, ...] | None, integer: bool) -> None:
-    """Trace-time check of an agent-keyed action dict: exactly one action per agent, each of
-    ``shape`` (``None``: the caller checks the shapes).
+    """Trace-time check of an agent-keyed action dict: exactly one action per agent.
+
+    Each action must have ``shape`` (``None``: the caller checks the shapes).
     """
     if not isinstance(actions, Mapping):
         raise ValueError(f"actions: expected a dict {{agent: action}} for agents {agents}, got {type(actions).__name__}")
