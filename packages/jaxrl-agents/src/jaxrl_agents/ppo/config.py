@@ -37,6 +37,7 @@ class PPOConfig(AlgoConfig):
 
     @property
     def minibatch_size(self) -> int:
+        """Transitions per minibatch: rollout_size // n_minibatches."""
         return self.rollout_size // self.n_minibatches
 
     @property

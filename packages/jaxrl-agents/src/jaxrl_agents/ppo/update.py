@@ -33,10 +33,12 @@ def init(seed_key, model, env, env_params, cfg: PPOConfig) -> TrainState:
 
 
 def make_phases(model, env, cfg: PPOConfig):
-    """The update's two halves (pure, single seed): ``rollout_phase(state, env_params) -> (state,
-    batch)`` collects and computes GAE; ``learn_phase(state, batch) -> (state, stats)`` runs every
-    gradient step. `make_update` chains them; `run.algorithms.compile_algorithm` vmaps the first over
-    seeds and maps the second seed by seed inside the same compiled program.
+    """The update's two halves (pure, single seed): rollout + GAE, then every gradient step.
+
+    ``rollout_phase(state, env_params) -> (state, batch)`` collects and computes GAE;
+    ``learn_phase(state, batch) -> (state, stats)`` runs every gradient step. `make_update` chains
+    them; `run.algorithms.compile_algorithm` vmaps the first over seeds and maps the second seed by
+    seed inside the same compiled program.
     """
     # One optimiser for actor and critic: global-norm clipping + Adam (lr applied per step).
     tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)

@@ -36,4 +36,5 @@ class TRPOConfig(AlgoConfig):
     # TRPO's `batch_size` is the critic minibatch (SB3's name), not the rollout size.
     @property
     def n_minibatches(self) -> int:
+        """Critic minibatches per epoch: rollout_size // batch_size."""
         return self.rollout_size // self.batch_size

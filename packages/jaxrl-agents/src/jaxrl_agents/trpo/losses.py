@@ -1,5 +1,7 @@
-"""TRPO's own objective: the importance-weighted surrogate, the mean KL to the rollout policy and
-the KL's Hessian-vector product (the Fisher-vector product of the natural-gradient step).
+"""TRPO's own objective: the surrogate, the mean KL and the KL's Hessian-vector product.
+
+The importance-weighted surrogate, the mean KL to the rollout policy and the KL's Hessian-vector
+product (the Fisher-vector product of the natural-gradient step).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ def surrogate(model, actor_params, obs, action, logp_old, adv) -> jax.Array:
     Args:
         model: `ActorCritic`.
         actor_params: ``params["actor"]``.
-        obs: (B, obs_dim); action: (B, *action_shape); logp_old: (B,) log-probs at collection;
+        obs: (B, obs_dim) observations.
+        action: (B, *action_shape) actions taken.
+        logp_old: (B,) log-probs at collection.
         adv: (B,) advantages.
     """
     logp = model.logp(model.dist(actor_params, obs), action)
@@ -24,8 +28,9 @@ def surrogate(model, actor_params, obs, action, logp_old, adv) -> jax.Array:
 
 
 def mean_kl(model, actor_params, obs, dist_old) -> jax.Array:
-    """Mean over `obs` (B, obs_dim) of KL(pi_theta || pi_old), `dist_old` the old distribution
-    parameters (``model.dist`` output, gradient stopped).
+    """Mean over `obs` (B, obs_dim) of KL(pi_theta || pi_old).
+
+    `dist_old` is the old distribution parameters (``model.dist`` output, gradient stopped).
     """
     return jnp.mean(model.kl(model.dist(actor_params, obs), dist_old))
 

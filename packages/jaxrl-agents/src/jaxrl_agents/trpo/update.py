@@ -33,7 +33,9 @@ def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig)
     Args:
         model: `ActorCritic`.
         actor_params: ``params["actor"]``.
-        obs: (B, obs_dim); action: (B, *action_shape); logp_old: (B,) log-probs at collection;
+        obs: (B, obs_dim) observations.
+        action: (B, *action_shape) actions taken.
+        logp_old: (B,) log-probs at collection.
         adv: (B,) advantages (already normalised if configured).
         cfg: `TRPOConfig`.
 
@@ -84,9 +86,10 @@ def init(seed_key, model, env, env_params, cfg: TRPOConfig) -> TrainState:
 
 
 def make_phases(model, env, cfg: TRPOConfig):
-    """The update's two halves (pure, single seed), as `ppo.update.make_phases`: ``rollout_phase(state,
-    env_params) -> (state, batch)`` (rollout, GAE, advantage normalisation) and
-    ``learn_phase(state, batch) -> (state, stats)`` (actor step, critic epochs).
+    """The update's two halves (pure, single seed), as `ppo.update.make_phases`.
+
+    ``rollout_phase(state, env_params) -> (state, batch)`` (rollout, GAE, advantage normalisation)
+    and ``learn_phase(state, batch) -> (state, stats)`` (actor step, critic epochs).
     """
     tx = make_optimizer(cfg.adam_eps)  # the critic's (SB3's TRPO does not clip its gradients)
     rollout_phase = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda,
