@@ -1,5 +1,7 @@
-"""Running training: the trainer (`train`, `resume`), run directories and their files, checkpoints,
-progress display, the ``jaxrl-train`` CLI (every algorithm, cli.py) and ``jaxrl-plot``.
+"""Running training: the trainer, run directories and their files, checkpoints, CLIs, plots.
+
+The trainer is `train` and `resume`; there are also the progress display, the ``jaxrl-train`` CLI
+(every algorithm, cli.py) and ``jaxrl-plot``.
 
 Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`,
 `run_files.py` (run directories, file names, progress table, resume checks), `fileio.py` (atomic

@@ -68,8 +68,10 @@ def make_config(name: str, config: AlgoConfig | dict | None = None) -> AlgoConfi
 
 
 def model_for(env, cfg: AlgoConfig) -> ActorCritic:
-    """The actor-critic definition for `env`'s spaces: the config's user network
-    (``cfg.network``, ``cfg.network_options``) or the default towers (hidden sizes/activation).
+    """The actor-critic definition for `env`'s spaces.
+
+    The config's user network (``cfg.network``, ``cfg.network_options``) or the default towers
+    (hidden sizes/activation).
     """
     return ActorCritic.from_spaces(env.observation_space, env.action_space, cfg.hidden,
                                    cfg.activation, cfg.network, cfg.network_options)
@@ -99,8 +101,9 @@ class Compiled(NamedTuple):
 
 
 def all_finite(tree) -> jax.Array:
-    """(S,) bool: whether every floating leaf of `tree` (leaves with leading seed axis S) is finite
-    for each seed.
+    """(S,) bool: whether every floating leaf of `tree` is finite, for each seed.
+
+    The leaves have a leading seed axis S.
     """
     flags = [jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
              for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
@@ -150,11 +153,18 @@ class AgentNetworks(NamedTuple):
 
     @classmethod
     def of(cls, core, cfg) -> AgentNetworks:
+        """The network definition of every agent of `core` under `cfg` (as `ippo.compiled.core_spaces` builds it).
+
+        Args:
+            core: the functional multi-agent core.
+            cfg: the IPPO config (its network fields).
+        """
         from ..ippo.compiled import core_spaces
 
         return cls({a: sp.model for a, sp in core_spaces(core, cfg).items()})
 
     def to_dict(self) -> dict:
+        """JSON-able form for config.json: agent id (str) -> `ActorCritic.to_dict()`."""
         return {str(a): m.to_dict() for a, m in self.models.items()}
 
 
@@ -216,8 +226,9 @@ def _ippo_summary(env, agents):
     evaluation = evaluation_of(env)
 
     def summarize(episode):
-        """`eval_summary` of the team view (with the env's own fields), plus the generic
-        ``<agent>/eval_return`` and ``<agent>/eval_len``.
+        """`eval_summary` of the team view (with the env's own fields), plus per-agent return and length.
+
+        The per-agent fields are the generic ``<agent>/eval_return`` and ``<agent>/eval_len``.
         """
         out = eval_summary(episode, evaluation)
         for a in agents:

@@ -49,8 +49,9 @@ class DirectoryLockedError(ValueError):
 
 
 def describe_os_error(e: OSError) -> str:
-    """One line for an OSError: ``<file>: <reason>`` (e.g. ``runs/x/evals.npz: No space left on
-    device``), without the ``[Errno N]`` prefix.
+    """One line for an OSError: ``<file>: <reason>``, without the ``[Errno N]`` prefix.
+
+    E.g. ``runs/x/evals.npz: No space left on device``.
     """
     reason = e.strerror or str(e)
     if e.filename is not None:

@@ -58,6 +58,12 @@ class MilestoneBar:
                              mininterval=0, dynamic_ncols=True)
 
     def __call__(self, completed: int, total: int) -> None:
+        """Progress callback: advance the bar to `completed` when a new milestone is reached.
+
+        Args:
+            completed: environment steps done so far.
+            total: the budget in environment steps (the milestones divide it).
+        """
         n_milestones = int(round(1 / self.step_fraction))
         milestone = min(n_milestones, int(completed * n_milestones // max(total, 1)))
         if milestone > self.milestone:
@@ -67,6 +73,7 @@ class MilestoneBar:
                 self._bar.update(completed - self._bar.n)
 
     def close(self) -> None:
+        """Close the bar, if there is one."""
         if self._bar is not None:
             self._bar.close()
 
@@ -89,7 +96,8 @@ def train_parallel(algo: str, env, cfg, seed: int, out: str, tag: str, progress:
         cfg: the trainer's config (`ippo.config.IPPOTrainConfig` or its Lagrangian form); its
             ``total_steps`` is the exact budget (the last rollout is shortened).
         seed: the one seed (a ParallelEnv is one environment: seeds cannot be trained together).
-        out, tag: as in `run.trainer.train`.
+        out: parent directory of the run directory, as in `run.trainer.train`.
+        tag: optional suffix of the run directory name, as in `run.trainer.train`.
         progress: "bar", "off", "lines" (no bar) or None (bar on a terminal).
         run_config: the fields of config.json (the trainer's record of the run).
 

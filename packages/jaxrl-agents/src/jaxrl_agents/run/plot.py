@@ -44,8 +44,9 @@ def _description(run_dir: str) -> dict:
 
 
 def _summaries(run_dir: str, evals: dict) -> list[dict]:
-    """Per evaluation: return and length from evals.npz, plus the env's fields as the trainer
-    wrote them to the eval rows of progress.csv (matched by step).
+    """Per evaluation: return and length from evals.npz, plus the env's fields.
+
+    The env's fields are as the trainer wrote them to the eval rows of progress.csv (matched by step).
     """
     rows = {r["step"]: r for r in read_progress(os.path.join(run_dir, PROGRESS_CSV))
             if "eval_return" in r}
@@ -70,8 +71,9 @@ def _best_index(summaries: list[dict], desc: dict) -> int:
 
 
 def _plot_pulse(ax, t_end, samples) -> None:
-    """Piecewise-constant signal: step i covers (t_{i-1}, t_i] (t_{-1} = 0) and its K samples
-    split that segment evenly, in order.
+    """Piecewise-constant signal: step i covers (t_{i-1}, t_i] (t_{-1} = 0).
+
+    Its K samples split that segment evenly, in order.
     """
     starts = np.concatenate([[0.0], t_end[:-1]])
     k = samples.shape[1]

@@ -10,8 +10,9 @@ __all__ = ["ProgressReporter"]
 
 
 def _terminal_columns() -> int:
-    """Width of the terminal on stderr; 0 if it is not a terminal or reports no size (a pty
-    without a window, where tqdm would draw an empty bar).
+    """Width of the terminal on stderr; 0 if it is not a terminal or reports no size.
+
+    No size: a pty without a window, where tqdm would draw an empty bar.
     """
     try:
         return os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
@@ -86,5 +87,6 @@ class ProgressReporter:
             print(line, flush=True)
 
     def close(self) -> None:
+        """Close the bar, if there is one."""
         if self._bar is not None:
             self._bar.close()

@@ -1,5 +1,6 @@
-"""Run directories and their files: creating the directories, file names, the progress table, and
-the checks a resume makes first.
+"""Run directories and their files.
+
+Creating the directories, file names, the progress table, and the checks a resume makes first.
 
 A resume trusts nothing it reads: before anything is compiled it checks that ``config.json`` is a
 run configuration, that the checkpoint is readable, and that ``progress.csv`` and ``evals.npz`` hold
@@ -55,7 +56,8 @@ def timestamp() -> str:
 
 
 def make_run_dirs(out: str, algo: str, seeds, tag: str) -> list[str]:
-    """Create one new run directory per seed under `out` (never an existing one):
+    """Create one new run directory per seed under `out` (never an existing one).
+
     ``<out>/<algo>_<YYYYmmdd-HHMMSS>_s<seed>[_<tag>]``, for PPO/TRPO and IPPO runs alike.
 
     Raises:

@@ -472,8 +472,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
 
 
 def _ippo_env(env, env_options, cfg):
-    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None) with the
-    ParallelEnv kept in place of the core when it must be stepped from Python.
+    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
+
+    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python.
 
     A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
     ``n_envs > 1``, as `IPPO.train` does.
