@@ -21,7 +21,7 @@ import numpy as np
 from .envs import parse_env_options
 from .networks import ACTIVATIONS, network_spec
 
-__all__ = ["ValidatedConfig", "AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
+__all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
 
 
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
@@ -164,28 +164,15 @@ class ValidatedConfig:
         return d
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgoConfig(ValidatedConfig):
-    """Fields shared by every on-policy algorithm. Subclasses add theirs and `_check_consistency`."""
+class RolloutBudget:
+    """Mixin of configs with ``n_envs``, ``n_steps`` and ``total_steps``: the run's update counts.
 
-    n_envs: int = cfg_field(64, "pos_int", "parallel environments")
-    n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")
-    total_steps: int = cfg_field(20_000_000, "pos_int",
-                                 "environment steps to train for (rounded down to whole updates)")
-    gamma: float = cfg_field(0.99, "unit_interval", "discount factor")
-    gae_lambda: float = cfg_field(0.95, "unit_interval", "GAE lambda")
-    lr: float = cfg_field(3e-4, "pos_float", "initial learning rate")
-    lr_decay: float = cfg_field(10**0.4, "nonneg_float",
-                                "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
-    adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
-    hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
-    activation: str = cfg_field("tanh", "activation", "hidden activation")
-    network: str | None = cfg_field(
-        None, "network", "MODULE:FACTORY of a user network, factory(obs_dim, n_outputs, **options) "
-        "-> (actor, critic) flax.linen modules; hidden/activation then do not apply")
-    network_options: tuple = cfg_field((), "options", "keyword options of the network factory")
+    Put it before the config class in the bases (PPO/TRPO's `AlgoConfig`, IPPO's trainer configs):
+    it adds the check that the budget holds at least one update, and `from_dict`.
+    """
 
     def _check_consistency(self) -> None:
+        super()._check_consistency()
         if self.total_steps < self.rollout_size:
             raise ValueError(
                 f"total_steps: expected at least one update of n_envs * n_steps = "
@@ -210,6 +197,28 @@ class AlgoConfig(ValidatedConfig):
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
         return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoConfig(RolloutBudget, ValidatedConfig):
+    """Fields shared by every on-policy algorithm. Subclasses add theirs and `_check_consistency`."""
+
+    n_envs: int = cfg_field(64, "pos_int", "parallel environments")
+    n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")
+    total_steps: int = cfg_field(20_000_000, "pos_int",
+                                 "environment steps to train for (rounded down to whole updates)")
+    gamma: float = cfg_field(0.99, "unit_interval", "discount factor")
+    gae_lambda: float = cfg_field(0.95, "unit_interval", "GAE lambda")
+    lr: float = cfg_field(3e-4, "pos_float", "initial learning rate")
+    lr_decay: float = cfg_field(10**0.4, "nonneg_float",
+                                "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
+    adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
+    hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
+    activation: str = cfg_field("tanh", "activation", "hidden activation")
+    network: str | None = cfg_field(
+        None, "network", "MODULE:FACTORY of a user network, factory(obs_dim, n_outputs, **options) "
+        "-> (actor, critic) flax.linen modules; hidden/activation then do not apply")
+    network_options: tuple = cfg_field((), "options", "keyword options of the network factory")
 
 
 class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ..common.config import ValidatedConfig, cfg_field
+from ..common.config import RolloutBudget, ValidatedConfig, cfg_field
 
 __all__ = ["IPPOConfig", "IPPOLagrangianConfig", "validate_ippo_config", "IPPOTrainConfig",
            "IPPOLagrangianTrainConfig", "algorithm_config"]
@@ -112,50 +112,19 @@ def validate_ippo_config(cfg: Mapping | IPPOConfig | None = None, *,
 # (``IPPO(cfg, seed).train(env, timesteps)``), so the trainer's configs are subclasses that add it;
 # `algorithm_config` strips it again for the compiled programs, whose shapes do not depend on it
 # (a resume that extends the budget reuses the compiled update).
-class _Budget:
-    """``total_steps`` and the derived update counts, for the trainer (mirrors AlgoConfig)."""
-
-    def _check_consistency(self) -> None:
-        super()._check_consistency()
-        if self.total_steps < self.rollout_size:
-            raise ValueError(
-                f"total_steps: expected at least one update of n_envs * n_steps = "
-                f"{self.rollout_size} steps, got {self.total_steps}; raise total_steps or lower "
-                f"n_envs/n_steps")
-
-    @property
-    def rollout_size(self) -> int:
-        """Environment steps per update (n_envs * n_steps)."""
-        return self.n_envs * self.n_steps
-
-    @property
-    def n_updates(self) -> int:
-        """Number of updates: total_steps // rollout_size."""
-        return self.total_steps // self.rollout_size
-
-    @classmethod
-    def from_dict(cls, d: dict):
-        """Build from a dict (e.g. config.json), rejecting unknown keys with a clear message."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
-        return cls(**d)
-
-
 _TOTAL_STEPS = cfg_field(20_000, "pos_int",
                          "environment steps to train for (compiled: rounded down to whole updates)")
 
 
 @dataclasses.dataclass(frozen=True)
-class IPPOTrainConfig(_Budget, IPPOConfig):
+class IPPOTrainConfig(RolloutBudget, IPPOConfig):
     """`IPPOConfig` plus the run's budget ``total_steps`` (what `run.trainer.train` takes)."""
 
     total_steps: int = _TOTAL_STEPS
 
 
 @dataclasses.dataclass(frozen=True)
-class IPPOLagrangianTrainConfig(_Budget, IPPOLagrangianConfig):
+class IPPOLagrangianTrainConfig(RolloutBudget, IPPOLagrangianConfig):
     """`IPPOLagrangianConfig` plus the run's budget ``total_steps``."""
 
     total_steps: int = _TOTAL_STEPS
