@@ -61,43 +61,6 @@ def observation_layout(n_time_steps: int = 3) -> list[str]:
     return names + [f"u_{k}" for k in range(n_time_steps)] + ["time"]
 
 
-def normalised_excess(u, bound):
-    """max(|u| / bound - 1, 0) elementwise, exactly 0 for every |u| <= bound.
-
-    Written as max(|u| - bound, 0) / bound: XLA on CPU may evaluate |u| / bound - 1 as
-    fma(|u|, 1/bound, -1), which gives 2^-54 > 0 at u = bound exactly (u = 20 after a full
-    action from 0 would count as out of bounds and truncate). The subtraction is exact there.
-
-    Args:
-        u: amplitudes, rad/ns (any shape).
-        bound: |u| bound, rad/ns (scalar or broadcastable).
-    """
-    return jnp.maximum(jnp.abs(u) - bound, 0.0) / bound
-
-
-def segment_reward(cfg: EnvConfig, jt, tv, excess, idx_start):
-    """The gate reward of one step and the out-of-bounds truncation flag (spec 3.3, 4.2).
-
-    Shared by the single- and multi-agent environments so both pay exactly the same reward.
-
-    Args:
-        cfg: configuration (reward shaping and oob mode).
-        jt: () cost of the active objective after the segment.
-        tv: () total-variation penalty already scaled by ``tv_penalty_scale``.
-        excess: () normalised out-of-bounds excess of the requested amplitudes (0 if in bounds).
-        idx_start: () index of the segment's first sample.
-
-    Returns:
-        (reward (), truncated () bool).
-    """
-    reward = -jnp.log10(jnp.maximum(jt, cfg.jt_floor)) * cfg.rew_scale - cfg.reward_offset - tv
-    if cfg.oob_mode == "terminate":
-        oob = excess > 0
-        penalty = cfg.terminal_penalty * (1.0 - idx_start / cfg.pulse_length)
-        return jnp.where(oob, penalty, reward), oob
-    return reward - cfg.oob_penalty * excess, jnp.zeros((), dtype=bool)
-
-
 @dataclasses.dataclass(frozen=True)
 class GateEnv:
     """The perfect-entangler gate environment (functional core, the coupler line alone).
