@@ -161,3 +161,15 @@ def test_default_metric_is_the_score_the_env_declares():
     plain["train"]["env_options"] = {"describe": False}
     spec = parse_spec(plain)
     assert (spec.metric, spec.mode) == ("eval_return", "max")
+
+
+def test_default_metric_of_the_gate_env_needs_no_x64_from_the_caller():
+    """The gate env builds float64 physics; reading its declared score must scope x64 itself."""
+    import jax
+
+    raw = base()
+    raw["train"] = {"algo": "ppo", "env": "quantgate_env:make", "total_steps": 8192, "eval_every": 4096}
+    raw["space"] = {"config": {"lr": {"values": [1e-3]}}}
+    assert not jax.config.read("jax_enable_x64")
+    spec = parse_spec(raw)
+    assert (spec.metric, spec.mode) == ("eval_JT_min", "min")

@@ -59,7 +59,10 @@ def load_env(spec: str, options: dict):
 
 def env_score(spec: str, options: dict) -> tuple[str, str]:
     """The score field and direction ("min"/"max") the env's evaluation description declares."""
-    env = load_env(spec, options)
+    import jax
+
+    with jax.enable_x64(True):  # as the trainer builds it: float64 envs refuse to build without x64
+        env = load_env(spec, options)
     evaluation = _module("jaxrl_agents.common.contracts").evaluation_of(env)
     return evaluation.score, evaluation.score_mode
 
