@@ -1,5 +1,7 @@
-"""jaxrl-agents: PPO and TRPO compiled together with functional JAX environments, IPPO and
-IPPO-Lagrangian on PettingZoo environments or a compiled multi-agent core.
+"""jaxrl-agents: PPO, TRPO, IPPO and IPPO-Lagrangian in JAX.
+
+PPO and TRPO are compiled together with functional JAX environments; IPPO and IPPO-Lagrangian run
+on PettingZoo environments or a compiled multi-agent core.
 
 Layout (brax's): `common/` (what every algorithm shares), one folder per algorithm family
 (`ppo/`, `trpo/`, `ippo/`) and `run/` (trainer, run directories, CLI, plots). This surface is the

@@ -23,6 +23,7 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``jaxrl-sweep`` argument parser: SPEC and the options that override its fields."""
     p = argparse.ArgumentParser(prog="jaxrl-sweep", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="SPEC format: packages/jaxrl-agents/docs/sweeps.md")

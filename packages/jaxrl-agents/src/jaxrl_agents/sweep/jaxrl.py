@@ -24,14 +24,18 @@ def trainer() -> ModuleType:
 
 
 def run_files() -> ModuleType:
-    """Run-directory file names (``RUN_CONFIG``, ``PROGRESS_CSV``, ``CHECKPOINT``, ...) and their
-    readers (``read_progress``, ``read_run_config``).
+    """Run-directory file names and their readers.
+
+    Names ``RUN_CONFIG``, ``PROGRESS_CSV``, ``CHECKPOINT``, ...; readers ``read_progress``,
+    ``read_run_config``.
     """
     return _module(f"{_RUN}.run_files")
 
 
 def fileio() -> ModuleType:
-    """Atomic writes (``atomic_write``, ``atomic_write_json``), ``lock_directory``, ``LOCK_FILE``,
+    """The file-I/O module: atomic writes and directory locks.
+
+    ``atomic_write``, ``atomic_write_json``, ``lock_directory``, ``LOCK_FILE``,
     ``DirectoryLockedError``.
     """
     return _module(f"{_RUN}.fileio")
@@ -68,4 +72,5 @@ def env_score(spec: str, options: dict) -> tuple[str, str]:
 
 
 def default_env() -> str:
+    """The default environment spec ``module:factory`` (``common.envs.DEFAULT_ENV``)."""
     return _module(_ENVS).DEFAULT_ENV

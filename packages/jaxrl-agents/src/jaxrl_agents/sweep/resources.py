@@ -72,8 +72,10 @@ def _slot_dir(cores: list[int]) -> str:
 
 
 def _pin_process(cores: list[int]) -> None:
-    """Set the affinity of every thread of this process: Tune runs a trial in a thread of its
-    worker, and affinity is per thread (threads started later inherit it from their creator).
+    """Set the affinity of every thread of this process to `cores`.
+
+    Tune runs a trial in a thread of its worker, and affinity is per thread (threads started later
+    inherit it from their creator).
     """
     try:
         tids = [int(t) for t in os.listdir("/proc/self/task")]

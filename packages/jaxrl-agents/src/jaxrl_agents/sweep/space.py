@@ -28,8 +28,9 @@ def _domain(entry: dict, method: str):
 
 
 def param_space(spec: SweepSpec) -> dict:
-    """Tune's ``param_space``: grid lists or distributions per key; PBT-explored fields that the
-    space leaves out start from a draw of their mutation range.
+    """Tune's ``param_space``: grid lists or distributions per key.
+
+    PBT-explored fields that the space leaves out start from a draw of their mutation range.
     """
     space = {key: _domain(entry, spec.method) for key, entry in spec.space.items()}
     for key, entry in spec.scheduler.get("mutations", {}).items():
@@ -38,8 +39,10 @@ def param_space(spec: SweepSpec) -> dict:
 
 
 def clip_to_bounds(config: dict, bounds: dict) -> dict:
-    """PBT's explore multiplies values by 0.8 or 1.2; keep them inside the SPEC's ranges, where
-    they are valid for the config (a clip range of 1.2 x 1.0 would be refused by the trial).
+    """Keep PBT-explored values inside the SPEC's ranges, where they are valid for the config.
+
+    PBT's explore multiplies values by 0.8 or 1.2 (a clip range of 1.2 x 1.0 would be refused by the
+    trial).
     """
     for key, (lo, hi) in bounds.items():
         if key in config and isinstance(config[key], (int, float)):

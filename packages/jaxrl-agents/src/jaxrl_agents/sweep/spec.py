@@ -87,8 +87,10 @@ def _known(path: str, table: dict, keys: set) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class SweepSpec:
-    """A validated SPEC. Plain JSON-able values only: it travels to every trial and is stored as
-    ``sweep.json`` in the sweep directory (a rerun must present the same SPEC to resume).
+    """A validated SPEC.
+
+    Plain JSON-able values only: it travels to every trial and is stored as ``sweep.json`` in the
+    sweep directory (a rerun must present the same SPEC to resume).
 
     Attributes:
         name: sweep directory name under `out`.
@@ -135,13 +137,16 @@ class SweepSpec:
 
     @property
     def sweep_dir(self) -> str:
+        """Absolute path of the sweep directory, ``<out>/<name>``."""
         return os.path.abspath(os.path.join(self.out, self.name))
 
     def to_json(self) -> dict:
+        """The SPEC as a JSON-able dict (what ``sweep.json`` stores)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> SweepSpec:
+        """The SPEC from `to_json`'s dict (no validation beyond the dataclass fields)."""
         return cls(**d)
 
     def segment_updates(self) -> int:
@@ -382,8 +387,9 @@ def _parse_space(space: dict, train: dict, method: str) -> dict:
 
 
 def _check_env_space(train: dict, space: dict) -> None:
-    """Build the environment with the base options and with each listed value of every env entry,
-    so a misspelt option or a bad value is named now, not in a trial on another machine.
+    """Build the environment with the base options and with each listed value of every env entry.
+
+    So a misspelt option or a bad value is named now, not in a trial on another machine.
     """
     import jax  # the envs build float64 physics; checking here costs no compilation
 

@@ -83,8 +83,10 @@ def _read_json(path: str) -> dict:
 
 # ------------------------------------------------------------------------- run directories
 def _current_group(root: str) -> list[str] | None:
-    """The trial's seed group that has a checkpoint; groups without one (killed before their
-    first checkpoint) are moved to ``replaced/`` so the trial can start afresh.
+    """The trial's seed group that has a checkpoint.
+
+    Groups without one (killed before their first checkpoint) are moved to ``replaced/`` so the
+    trial can start afresh.
     """
     rf = jaxrl.run_files()
     current = None
