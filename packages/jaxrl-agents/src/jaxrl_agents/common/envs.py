@@ -9,12 +9,12 @@ itself. `check_env` (defined in `contracts.py`) verifies the contract with abstr
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from .contracts import check_env  # the one checker of the contract (re-exported here)
+from .factories import import_factory
 
 __all__ = ["load_env", "check_env", "parse_env_options", "DEFAULT_ENV"]
 
@@ -58,18 +58,7 @@ def load_env(spec: str, options: Mapping[str, Any] | None = None, check: bool = 
         ValueError: malformed spec, missing module or factory, rejected options;
             `contracts.ContractError` (a ValueError): non-conforming env.
     """
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise ValueError(f"env: expected 'module:factory' (e.g. {DEFAULT_ENV!r}), got {spec!r}")
-    module_name, factory_name = spec.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        raise ValueError(f"env: cannot import module {module_name!r} of {spec!r} ({e}); is the "
-                         f"package installed and on the Python path?") from e
-    factory = getattr(module, factory_name, None)
-    if factory is None or not callable(factory):
-        raise ValueError(f"env: module {module_name!r} has no callable {factory_name!r} "
-                         f"(from {spec!r})")
+    factory = import_factory(spec, "env", DEFAULT_ENV)
     options = dict(options or {})
     try:
         env = factory(**options)

@@ -30,7 +30,6 @@ enables x64), the networks never do; observations are cast to float32 on entry.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .distributions import Categorical, DiagGaussian, MultiCategorical
+from .factories import import_factory
 
 __all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "MLP", "mlp_init", "mlp_apply", "orthogonal",
            "resolve_network", "network_spec"]
@@ -178,21 +178,7 @@ def resolve_network(spec: str) -> NetworkFactory:
         ValueError: naming ``network``: malformed spec, missing module, missing or non-callable
             factory.
     """
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise ValueError(f"network: expected 'module:factory' (e.g. 'mypkg.nets:make'), got "
-                         f"{spec!r}")
-    module_name, attr = spec.split(":")
-    try:
-        obj = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"network: cannot import module {module_name!r} of {spec!r} ({e}); is "
-                         f"it installed and on the Python path?") from e
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-    if obj is None or not callable(obj):
-        raise ValueError(f"network: module {module_name!r} has no callable {attr!r} "
-                         f"(from {spec!r})")
-    return obj
+    return import_factory(spec, "network", "mypkg.nets:make")
 
 
 def _float32(tree):
