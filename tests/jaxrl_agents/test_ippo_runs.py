@@ -18,6 +18,7 @@ from jaxrl_agents.run.fileio import DirectoryLockedError, load_npz, lock_directo
 from jaxrl_agents.run.run_files import read_progress
 
 from .marl_toy_envs import RiskyCore
+from .killed_run import train_then_kill_9
 
 CORE = "tests.jaxrl_agents.marl_toy_envs:RiskyCore"
 NAN_CORE = "tests.jaxrl_agents.test_ippo_runs:NaNRewardCore"
@@ -173,30 +174,11 @@ def test_ippo_lag_is_an_alias_on_the_command_line(tmp_path, capsys):
 def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     """A real `kill -9` of jaxrl-train --algo ippo_lagrangian mid-run, then --resume: the same
     rows, checkpoint and policies as a run that was never interrupted."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = ["--algo", "ippo_lagrangian", "--env", CORE, "--seeds", "1", "2",
             "--total-steps", str(64 * 400), "--eval-every", str(64 * 20),
             "--checkpoint-every", "5", "--progress", "off", "--n-envs", "4", "--n-steps", "16",
             "--hidden", "16", "--n-minibatches", "2", "--lr", "3e-3", "--cost-limit", "2"]
-    proc = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args, "--out",
-         str(tmp_path / "killed")], env=dict(os.environ, PYTHONPATH=root),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        dirs = list((tmp_path / "killed").glob("*")) if (tmp_path / "killed").exists() else []
-        if dirs and all((d / "checkpoint.npz").exists() for d in dirs):
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed = sorted((tmp_path / "killed").iterdir())
+    killed = train_then_kill_9(args, tmp_path / "killed")
     rows_at_kill = len(read_progress(os.path.join(killed[0], "progress.csv")))
     assert rows_at_kill < 400, "the run finished before it could be killed"
 

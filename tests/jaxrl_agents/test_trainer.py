@@ -12,6 +12,7 @@ from jaxrl_agents.run.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
+from .killed_run import train_then_kill_9
 
 RUN_FILES = {"config.json", "progress.csv", "evals.npz", "checkpoint.npz", "best_policy",
              "last_policy", ".lock"}  # .lock: the run-directory lock file (fileio.lock_directory)
@@ -152,32 +153,13 @@ def test_resume_needs_a_checkpoint(tmp_path):
 def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     """A real `kill -9` of jaxrl-train mid-run, then --resume: same parameters and rows as a run
     that was never interrupted."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from jaxrl_agents.run import cli
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = ["--algo", "ppo", "--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 400),
             "--eval-every", str(512 * 20), "--checkpoint-every", "5", "--progress", "off",
             "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
             "--hidden", "32", "32", "--lr", "3e-3"]
-    proc = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args, "--out",
-         str(tmp_path / "killed")], env=dict(os.environ, PYTHONPATH=root),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        dirs = list((tmp_path / "killed").glob("*")) if (tmp_path / "killed").exists() else []
-        if dirs and all((d / "checkpoint.npz").exists() for d in dirs):
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed = sorted((tmp_path / "killed").iterdir())
+    killed = train_then_kill_9(args, tmp_path / "killed")
     rows_at_kill = len(read_progress(os.path.join(killed[0], "progress.csv")))
     assert rows_at_kill < 400, "the run finished before it could be killed"
 
