@@ -52,6 +52,7 @@ from quantgate_env.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL  # noqa: 
 from quantgate_env.metrics import state_metrics  # noqa: E402
 from quantgate_env.precision import x64_scope  # noqa: E402
 from quantgate_env.propagation import SectorState  # noqa: E402
+from timing import interleaved, load  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ACTION_STD = 0.1
 
@@ -216,22 +217,6 @@ def scan_rollout(step_autoreset, core: GateEnv, num_envs: int, n_steps: int):
             jax.block_until_ready(out)
 
     return call
-
-
-def interleaved(pair: dict, rounds: int) -> dict[str, list[tuple[float, float]]]:
-    """(wall, process CPU) seconds of each zero-argument callable, alternating (order swapped every round)."""
-    times = {name: [] for name in pair}
-    names = list(pair)
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            t0, c0 = time.perf_counter(), time.process_time()
-            pair[name]()
-            times[name].append((time.perf_counter() - t0, time.process_time() - c0))
-    return times
-
-
-def load() -> str:
-    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main():

@@ -42,6 +42,7 @@ import jax.numpy as jnp  # noqa: E402
 import quantgate_env  # noqa: E402
 from quantgate_env import gymnax as qg  # noqa: E402
 from quantgate_env import jaxmarl as qj  # noqa: E402
+from timing import interleaved, load  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ACTION_STD = 0.1
 
@@ -88,22 +89,6 @@ def scan_rollout(step, reset, num_envs: int, n_steps: int, k: int, agents=None, 
             jax.block_until_ready(compiled(jax.random.PRNGKey(2), state))
 
     return call
-
-
-def interleaved(pair: dict, rounds: int) -> dict[str, list[tuple[float, float]]]:
-    """(wall, process CPU) seconds of each zero-argument callable, alternating (order swapped every round)."""
-    times = {name: [] for name in pair}
-    names = list(pair)
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            t0, c0 = time.perf_counter(), time.process_time()
-            pair[name]()
-            times[name].append((time.perf_counter() - t0, time.process_time() - c0))
-    return times
-
-
-def load() -> str:
-    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main():

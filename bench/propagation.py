@@ -73,6 +73,7 @@ from quantgate_env.propagation import (  # noqa: E402
     theta_bound,
 )
 from quantgate_env.pulses import PLAN_MARGIN, pulse_metrics  # noqa: E402
+from timing import load  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 N_SAMPLES = 1000
 DT = 0.05  # ns
@@ -282,10 +283,6 @@ def time_round_robin(fns: dict, args, rounds: int, warmup: bool = True, min_call
             block(out)
             times[name].append(((time.perf_counter() - t0) / inner[name], (time.process_time() - c0) / inner[name]))
     return times
-
-
-def load() -> str:
-    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main():
