@@ -411,11 +411,7 @@ def _check_single(env, name):
 
     key = jax.random.PRNGKey(0)
     params = env.default_params
-    out = _trace(name, "reset", env.reset, key, params)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise ContractError(name, "reset", f"expected reset to return (obs, state), got "
-                            f"{type(out).__name__}")
-    obs, state = out
+    obs, state = _traced_reset(name, env, key, params)
     _check_obs(name, "reset", obs, env.observation_space)
     action = _sample_action(env.action_space)
     infos = {}
@@ -493,11 +489,7 @@ def _check_multi(env, name):
         _check_params_pair(name, env)
     key = jax.random.PRNGKey(0)
     params = env.default_params
-    out = _trace(name, "reset", env.reset, key, params)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise ContractError(name, "reset", f"expected reset to return (obs, state), got "
-                            f"{type(out).__name__}")
-    obs, state = out
+    obs, state = _traced_reset(name, env, key, params)
     _agent_dicts(name, "reset", agents, obs=obs)
     for a in agents:
         _check_obs(name, "reset", obs[a], env.observation_space(a), f"obs[{a!r}]")
@@ -553,6 +545,15 @@ def _drop_final_obs(info):
             continue
         out[k] = {kk: vv for kk, vv in v.items() if kk != "final_obs"} if isinstance(v, Mapping) \
             else v
+    return out
+
+
+def _traced_reset(name: str, env, key, params):
+    """``env.reset(key, params)`` traced abstractly; (obs, state), or a ContractError on 'reset'."""
+    out = _trace(name, "reset", env.reset, key, params)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ContractError(name, "reset", f"expected reset to return (obs, state), got "
+                            f"{type(out).__name__}")
     return out
 
 
