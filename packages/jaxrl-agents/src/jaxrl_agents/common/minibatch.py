@@ -12,6 +12,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .permutation import permutation
+
 __all__ = ["minibatch_epochs"]
 
 
@@ -39,7 +41,7 @@ def minibatch_epochs(step: Callable[[Any, Any, jax.Array, jax.Array], tuple[Any,
 
     def epoch(carry, xs):
         k, e = xs
-        perm = jax.random.permutation(k, size)
+        perm = permutation(k, size)  # = jax.random.permutation(k, size), faster on CPU
         mbs = jax.tree_util.tree_map(
             lambda x: x[perm].reshape((n_minibatches, mb_size) + x.shape[1:]), data)
 
