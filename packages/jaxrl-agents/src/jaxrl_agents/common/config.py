@@ -27,7 +27,7 @@ __all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "ConfigHelpFormatte
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
     """A dataclass field with a validation rule and a CLI help string.
 
-    ``check`` is one of: "pos_int", "nonneg_int", "pos_float", "nonneg_float", "unit_interval"
+    ``check`` is one of: "pos_int", "nonneg_int", "float" (any finite number), "pos_float", "nonneg_float", "unit_interval"
     (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf for
     "off"), "activation", "hidden", "bool", "network" (None or "module:factory"), "options" (a
     dict of JSON keyword options, kept as sorted (key, value) pairs so the config stays hashable).
@@ -37,7 +37,7 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
     return dataclasses.field(default=default, metadata={"check": check, "help": help})
 
 
-_FLOAT_CHECKS = ("pos_float", "nonneg_float", "unit_interval", "open_unit", "pos_float_or_inf")
+_FLOAT_CHECKS = ("float", "pos_float", "nonneg_float", "unit_interval", "open_unit", "pos_float_or_inf")
 
 
 def _freeze(value):
@@ -215,6 +215,8 @@ class AlgoConfig(RolloutBudget, ValidatedConfig):
     adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
     hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
     activation: str = cfg_field("tanh", "activation", "hidden activation")
+    log_std_init: float = cfg_field(0.0, "float", "initial log std of the Gaussian policy "
+                                    "(every action dimension; 0: std 1, the paper's)")
     network: str | None = cfg_field(
         None, "network", "MODULE:FACTORY of a user network, factory(obs_dim, n_outputs, **options) "
         "-> (actor, critic) flax.linen modules; hidden/activation then do not apply")

@@ -36,7 +36,8 @@ def _reset_all(env, keys, env_params):
     return jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
 
 
-def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, opt_init) -> TrainState:
+def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, opt_init,
+                     log_std_init: float = 0.0) -> TrainState:
     """Fresh state: the seed key splits into (network, environments, training) keys.
 
     Runs eagerly (network init uses a host QR); the environment resets are one jitted call.
@@ -48,8 +49,13 @@ def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, o
         env_params: parameters the training environments are reset with.
         n_envs: number of parallel environments.
         opt_init: params -> optimiser state (the algorithm decides what it optimises).
+        log_std_init: initial log standard deviation of a Gaussian head (every action
+            dimension); 0 (std 1) is the network's own initialisation.
     """
     k_net, k_env, key = jax.random.split(seed_key, 3)
     params = model.init(k_net)
+    if log_std_init != 0.0 and "log_std" in params["actor"]:
+        log_std = params["actor"]["log_std"]
+        params["actor"]["log_std"] = jnp.full(log_std.shape, log_std_init, log_std.dtype)
     obs, env_state = _reset_all(env, jax.random.split(k_env, n_envs), env_params)
     return TrainState(params, opt_init(params), env_state, obs, key, jnp.zeros((), jnp.int32))

@@ -29,7 +29,8 @@ __all__ = ["init", "make_phases", "make_update"]
 
 def init(seed_key, model, env, env_params, cfg: PPOConfig) -> TrainState:
     """Initial train state for one seed (see `init_train_state`)."""
-    return init_train_state(seed_key, model, env, env_params, cfg.n_envs, make_optimizer(cfg.adam_eps, cfg.max_grad_norm).init)
+    return init_train_state(seed_key, model, env, env_params, cfg.n_envs,
+                            make_optimizer(cfg.adam_eps, cfg.max_grad_norm).init, cfg.log_std_init)
 
 
 def make_phases(model, env, cfg: PPOConfig):

@@ -82,7 +82,7 @@ def init(seed_key, model, env, env_params, cfg: TRPOConfig) -> TrainState:
     """Initial train state for one seed; the optimiser state covers the critic only."""
     tx = make_optimizer(cfg.adam_eps)  # the critic's (SB3's TRPO does not clip its gradients)
     return init_train_state(seed_key, model, env, env_params, cfg.n_envs,
-                            lambda params: tx.init(params["critic"]))
+                            lambda params: tx.init(params["critic"]), cfg.log_std_init)
 
 
 def make_phases(model, env, cfg: TRPOConfig):
