@@ -33,11 +33,14 @@ def _rows_without_wall(run_dir):
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     full = _run(tmp_path / "full")
-    part = _run(tmp_path / "part", stop_after=7)  # killed after update 7; checkpoint at 4
+    part = _run(tmp_path / "part", stop_after=11)  # killed after update 11; checkpoint at 8
     assert not part.finished
     ckpt_dir = part.run_dirs[0]
-    # The "crash" left records ahead of the checkpoint (evaluation of update 6): resume drops them.
+    # Evaluation episodes and policies are written with the checkpoint (evaluations 3 and 6, not
+    # 9); progress.csv is also rewritten every 10 updates, so the "crash" left rows 9 and 10
+    # ahead of the checkpoint: resume drops them and recomputes them.
     assert list(load_npz(os.path.join(ckpt_dir, "evals.npz"))["step"]) == [3 * 512, 6 * 512]
+    assert len(read_progress(os.path.join(ckpt_dir, trainer.PROGRESS_CSV))) == 10
     resumed = trainer.resume(ckpt_dir, progress="off")
     assert resumed.finished and resumed.run_dirs == part.run_dirs
 

@@ -2,16 +2,18 @@
 
 Examples::
 
-    jaxrl-train                                   # short PPO demo on the paper's environment
-    jaxrl-train --algo trpo --seed 123 --total-steps 20000000 --eval-every 65536 --tag paper
+    jaxrl-train                                   # ~3 min PPO demo: a perfect entangler forms
+    jaxrl-train --preset fast --seed 7            # J_T < 1e-3 in about 10 minutes on 2 cores
+    jaxrl-train --algo trpo --preset paper --seed 123 --tag paper   # the paper's run, 20M steps
     jaxrl-train --algo ppo --seeds 1 2 3 --activation relu --env-option max_drift=0.05
     jaxrl-train --resume runs/ppo_20250101-120000_s1
     jaxrl-train --resume runs/trpo_20250101-120000_s1 --total-steps 40000000   # extend a run
-    jaxrl-train --algo trpo --help                # lists TRPO's fields
+    jaxrl-train --algo trpo --help                # lists TRPO's fields and presets
 
-Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``, ``--hidden 128 128``, ...);
-defaults are the paper's hyper-parameters. Only ``--total-steps`` and ``--eval-every`` default to a
-short demonstration run (a few minutes on 2 CPU cores) instead of the paper's 20M steps.
+A preset (presets.py) sets the hyper-parameters, the step budget and the evaluation cadence:
+``demo`` (the default), ``fast`` and ``paper`` (each config's defaults are the paper's
+hyper-parameters). Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``,
+``--hidden 128 128``, ...) and overrides the preset.
 
 Errors are one line on stderr: exit 2 for bad input, a corrupt or incomplete run directory, or a run
 directory in use by another process; exit 1 when training stopped on non-finite values or a file
@@ -22,24 +24,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import sys
 
 from ..common.config import ConfigHelpFormatter, add_config_flags
 from ..common.envs import DEFAULT_ENV, parse_env_options
-from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo
+from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
 from .fileio import describe_os_error
+from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
 __all__ = ["main", "build_parser"]
 
-# The short default run (PPO on the gate env: 120 updates of 8192 steps, ~2-3 min on 2 cores;
-# the rollout reward climbs from about -13 to above 0 as the agent learns to stay in bounds).
-DEMO_TOTAL_STEPS = 983_040
-DEMO_EVAL_EVERY = 65_536
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
-# IPPO's defaults: the functional multi-agent gate env (compiled, checkpointed) and a short run.
+# IPPO's default env: the functional multi-agent gate env (compiled, checkpointed).
 DEFAULT_MARL_ENV = "quantgate_env:make_multi"
-IPPO_DEMO_TOTAL_STEPS = 20_000
-IPPO_DEMO_EVAL_EVERY = 2_048
+PLOT_COMMAND = "jaxrl-plot"
+PLOT_INSTALL = 'pip install "jaxrl-agents[plot]"'
 
 
 def build_parser(algo: str) -> argparse.ArgumentParser:
@@ -60,12 +60,19 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=123, help="random seed")
     run.add_argument("--seeds", type=int, nargs="+", default=None, metavar="N",
                      help="several seeds trained together in one compiled program (overrides --seed)")
-    run.add_argument("--total-steps", "--timesteps", dest="total_steps", type=int,
-                     default=IPPO_DEMO_TOTAL_STEPS if ippo else DEMO_TOTAL_STEPS,
-                     help="environment steps (the paper: 20000000)")
-    run.add_argument("--eval-every", type=int,
-                     default=IPPO_DEMO_EVAL_EVERY if ippo else DEMO_EVAL_EVERY,
-                     help="environment steps between deterministic evaluations")
+    presets = PRESETS[canonical_name(algo)]
+    run.add_argument("--preset", choices=sorted(presets), default=DEFAULT_PRESET,
+                     help="starting point of the run: " + "; ".join(
+                         f"{n}: {p.summary} ({p.total_steps:,} steps)"
+                         for n, p in sorted(presets.items())))
+    run.add_argument("--total-steps", "--timesteps", dest="total_steps", type=int, default=None,
+                     help="environment steps (default: the preset's)")
+    run.add_argument("--eval-every", type=int, default=None,
+                     help="environment steps between deterministic evaluations (default: the "
+                          "preset's; demo, fast and paper evaluate after every update)")
+    run.add_argument("--report-every", type=int, default=None,
+                     help="environment steps between printed evaluation lines (default: about "
+                          "25 over the run; a new best below a power of ten is always printed)")
     run.add_argument("--checkpoint-every", type=int, default=25, help="updates between checkpoints")
     run.add_argument("--out", default="runs", help="parent directory of run directories")
     run.add_argument("--tag", default="", help="suffix of the run directory name")
@@ -109,14 +116,20 @@ def main(argv: list[str] | None = None) -> int:
             extend = args.total_steps if {"--total-steps", "--timesteps"} & set(typed) else None
             result = trainer.resume(args.resume, progress=progress, total_steps=extend)
         else:
-            cfg = {f.name: getattr(args, f"cfg_{f.name}")
-                   for f in dataclasses.fields(get_algorithm(args.algo)[1])
-                   if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
-            cfg["total_steps"] = args.total_steps
+            preset = get_preset(canonical_name(args.algo), args.preset)
+            typed = {f.name: getattr(args, f"cfg_{f.name}")
+                     for f in dataclasses.fields(get_algorithm(args.algo)[1])
+                     if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
+            total = preset.total_steps if args.total_steps is None else args.total_steps
+            cfg = make_config(args.algo, {**preset.config, **typed, "total_steps": total})
             result = trainer.train(
                 args.algo, args.env, parse_env_options(args.env_option), cfg,
                 seeds=args.seeds if args.seeds is not None else (args.seed,),
-                eval_every=args.eval_every, out=args.out, tag=args.tag,
+                eval_every=(preset.eval_every_steps(cfg.rollout_size)
+                            if args.eval_every is None else args.eval_every),
+                report_every=(preset.report_every if args.report_every is None
+                              else args.report_every),
+                preset=preset.name, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
                 argv=["jaxrl-train", *argv])
     except ValueError as e:  # bad input, a corrupt run file, a run directory in use
@@ -129,9 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
               f"intact)", file=sys.stderr)
         return 1
-    for d in result.run_dirs:
-        print(f"run directory: {d}")
+    for d, best in zip(result.run_dirs, result.best or [None] * len(result.run_dirs)):
+        print(result_line(d, best))
     return 0
+
+
+def result_line(run_dir: str, best: str | None) -> str:
+    """The last line of a run: what it got (its best evaluation), where, and how to plot it."""
+    got = f"best {best}  " if best else ""
+    plot = f"{PLOT_COMMAND} {run_dir}"
+    if importlib.util.find_spec("matplotlib") is None:  # the lean install has no plotting
+        plot += f"  (needs matplotlib: {PLOT_INSTALL})"
+    return f"{got}run directory: {run_dir}  plot: {plot}"
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ against the step index.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -166,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir", help="run directory written by jaxrl-train")
     p.add_argument("--out", default=None, help="output directory (default RUN_DIR/plots)")
     args = p.parse_args(argv)
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"jaxrl-plot: error: matplotlib is not installed: pip install "
+              f"\"jaxrl-agents[plot]\", or with uv: uv run --with matplotlib jaxrl-plot "
+              f"{args.run_dir}", file=sys.stderr)
+        return 2
     try:
         for path in plot_run(args.run_dir, args.out):
             print(path)

@@ -17,6 +17,10 @@ compiled once. Each seed still gets its own run directory (so every tool reads o
                          highest eval return for environments that describe none)
         last_policy/     policy at the latest evaluation
 
+evals.npz and the two policies are written with each checkpoint (and at the end), progress.csv
+also every 10 updates: evaluating after every update stays cheap, and what a crash loses beyond
+the checkpoint a resume recomputes bit for bit.
+
 Directories are created with ``os.makedirs(exist_ok=False)``: an existing run is never overwritten.
 Every file is written atomically, so ``kill -9`` leaves either the old or the new version. Each run
 directory is locked (``fileio.lock_directory``) for the whole of a train or resume, so a second
@@ -57,7 +61,7 @@ import numpy as np
 from ..common.config import AlgoConfig
 from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.envs import DEFAULT_ENV, check_env, load_env
-from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
+from ..common.evaluation import env_fields, eval_summary, format_eval_line, score_to_minimise
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .algorithms import FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo, make_config, model_for
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
@@ -93,12 +97,16 @@ class TrainResult:
         state: final `TrainState` with leaves stacked over seeds (numpy).
         rows: per seed, the progress rows (dicts of strings, as written to progress.csv).
         finished: False if stopped early by ``stop_after``.
+        best: per seed, the environment's evaluation line of its best evaluation and the step
+            it was made at (``minJT=3.1e-03@17.3ns  firstPE=9.10ns  1-U=2.0e-03 at step
+            2457600`` for the gate env), or None where the run has no best evaluation on record.
     """
 
     run_dirs: list[str]
     state: Any
     rows: list[list[dict[str, str]]]
     finished: bool
+    best: list[str | None] = dataclasses.field(default_factory=list)
 
 
 class NonFiniteError(FloatingPointError):
@@ -213,7 +221,13 @@ def _fmt(v) -> str:
 
 
 class _SeedRecord:
-    """Progress rows, evaluation episodes and best-policy bookkeeping of one seed's run dir."""
+    """Progress rows, evaluation episodes and best-policy bookkeeping of one seed's run dir.
+
+    Evaluations are cheap and may run after every update, so their files are written with the
+    checkpoint (`save`), not per evaluation: ``evals.npz`` grows with every evaluation, and
+    rewriting it each time made a long run's writes quadratic. What a checkpoint does not cover yet
+    is recomputed bit for bit by a resume, so deferring loses nothing.
+    """
 
     def __init__(self, run_dir: str, seed: int):
         self.run_dir, self.seed = run_dir, seed
@@ -221,6 +235,8 @@ class _SeedRecord:
         self.evals: dict[str, list[np.ndarray]] = {}
         self.best = math.inf  # the env's evaluation score, as a number to minimise
         self.best_step = -1
+        self._unsaved_evals = False
+        self._unsaved_policies: dict[str, Any] = {}  # policy directory name -> policy
 
     def restore(self, rows: list[dict[str, str]], evals: dict[str, np.ndarray], best: float,
                 best_step: int) -> None:
@@ -230,14 +246,30 @@ class _SeedRecord:
         self.best, self.best_step = best, best_step
 
     def add_eval(self, step: int, episode: dict[str, np.ndarray]) -> None:
+        """Record one evaluation episode (written by the next `save`)."""
         self.evals.setdefault("step", []).append(np.asarray(step, np.int64))
         for k, v in episode.items():
             self.evals.setdefault(k, []).append(np.asarray(v))
-        atomic_savez(os.path.join(self.run_dir, EVALS_NPZ),
-                     {k: np.stack(v) for k, v in self.evals.items()})
+        self._unsaved_evals = True
+
+    def set_policy(self, name: str, policy) -> None:
+        """Keep `policy` as this run's ``name`` policy (`BEST_POLICY_DIR` / `LAST_POLICY_DIR`)."""
+        self._unsaved_policies[name] = policy
 
     def flush(self) -> None:
+        """Rewrite progress.csv (cheap: one row per update)."""
         write_progress(os.path.join(self.run_dir, PROGRESS_CSV), self.rows)
+
+    def save(self) -> None:
+        """Write everything recorded: progress.csv, then evals.npz and the kept policies."""
+        self.flush()
+        if self._unsaved_evals:
+            atomic_savez(os.path.join(self.run_dir, EVALS_NPZ),
+                         {k: np.stack(v) for k, v in self.evals.items()})
+            self._unsaved_evals = False
+        for name, policy in self._unsaved_policies.items():
+            _save_policy(policy, os.path.join(self.run_dir, name))
+        self._unsaved_policies = {}
 
 
 def _save_policy(policy, directory: str) -> None:
@@ -251,17 +283,77 @@ def _save_policy(policy, directory: str) -> None:
         policy.save(directory)
 
 
+# ------------------------------------------------------------------------ printed evaluations
+REPORT_LINES = 25  # printed evaluation lines over a run, unless report_every says otherwise
+
+
+def report_every_updates(cfg: AlgoConfig, eval_every_updates: int,
+                         report_every: int | None) -> int:
+    """Updates between printed evaluation lines: a multiple of the evaluation cadence.
+
+    Args:
+        cfg: the run's config (rollout size, number of updates).
+        eval_every_updates: updates between evaluations.
+        report_every: environment steps between printed lines; None: about `REPORT_LINES` lines.
+    """
+    wanted = (report_every // cfg.rollout_size if report_every is not None
+              else cfg.n_updates // REPORT_LINES)
+    return eval_every_updates * max(1, -(-wanted // eval_every_updates))
+
+
+def decade_crossed(old_best: float, new_best: float) -> float | None:
+    """The power of ten a falling score has just gone below (None: same decade, or no old best).
+
+    ``decade_crossed(0.05, 0.008) == 0.01``; ``decade_crossed(0.05, 0.02) is None``; a fall over
+    several decades gives the lowest one crossed. Scores <= 0 have no decade (None).
+    """
+    if not (math.isfinite(old_best) and old_best > 0 and 0 < new_best < old_best):
+        return None
+    new_decade = math.floor(math.log10(new_best))
+    if new_decade >= math.floor(math.log10(old_best)):
+        return None
+    return 10.0 ** (new_decade + 1)
+
+
+def best_evaluation_line(rows: list[dict[str, str]], best_step: int, evaluation) -> str | None:
+    """The env's line (``evaluation.format``) of the evaluation at `best_step`, with its step.
+
+    Args:
+        rows: a seed's progress rows (strings, as in progress.csv).
+        best_step: the step of its best evaluation (-1: none yet).
+        evaluation: the env's `contracts.Evaluation`.
+
+    Returns:
+        e.g. ``minJT=3.1e-03@17.3ns  firstPE=9.10ns  1-U=2.0e-03 at step 2457600``; for envs
+        that describe no evaluation ``return=12.5 at step 4096``; None without a best evaluation.
+    """
+    row = next((r for r in rows if int(r["step"]) == best_step and "eval_return" in r), None)
+    if row is None:
+        return None
+    fields = {k: float(v) for k, v in env_fields(row).items() if v != ""}
+    text = evaluation.format(fields) or f"return={float(row['eval_return']):.4g}"
+    return f"{text} at step {best_step}"
+
+
+def _power_of_ten(x: float) -> str:
+    """``1e-2`` for 0.01, ``1`` for 1.0, ``1e3`` for 1000.0."""
+    exponent = round(math.log10(x))
+    return "1" if exponent == 0 else f"1e{exponent}"
+
+
 # ------------------------------------------------------------------------------- the loop
 class _Run:
     """State of one training invocation (fresh or resumed) for a group of seeds."""
 
     def __init__(self, algo: str, cfg: AlgoConfig, env, env_spec: str | None, env_options: dict,
                  seeds: tuple[int, ...], run_dirs: list[str], eval_every: int,
-                 checkpoint_every: int, progress: str | None):
+                 checkpoint_every: int, progress: str | None, report_every: int | None = None):
         self.algo, self.cfg, self.env = algo, cfg, env
         self.env_spec, self.env_options = env_spec, env_options
         self.seeds, self.run_dirs = seeds, run_dirs
         self.eval_every_updates = max(1, eval_every // cfg.rollout_size)
+        self.report_every_updates = report_every_updates(cfg, self.eval_every_updates,
+                                                         report_every)
         self.checkpoint_every = checkpoint_every
         self.progress_mode = progress
         self.records = [_SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
@@ -286,8 +378,14 @@ class _Run:
             return self.compiled.policies(seed_params, meta)
         return Policy(self.compiled.model, seed_params, meta)
 
-    def _evaluate(self, state, step: int, wall: float, rows: list[dict], reporter) -> float | None:
-        """Evaluate every seed; returns the group's best score of this evaluation (for the bar)."""
+    def _evaluate(self, state, step: int, wall: float, rows: list[dict], reporter,
+                  report: bool) -> float | None:
+        """Evaluate every seed; returns the group's best score of this evaluation (for the bar).
+
+        Prints a seed's line if `report`, or when its best score just fell below a new power of
+        ten (``new best < 1e-02``), so a run evaluated after every update still shows when the
+        gate forms without printing every evaluation.
+        """
         episodes = jax.device_get(self.compiled.evaluate(
             state.params["actor"], self.eval_params, jax.random.PRNGKey(EVAL_KEY_SEED)))
         params = jax.device_get(state.params)
@@ -300,20 +398,25 @@ class _Run:
             rows[s].update({k: _fmt(v) for k, v in summary.items()})
             rec.add_eval(step, ep)
             policy = self._policy(params, s, step, summary)
-            _save_policy(policy, os.path.join(rec.run_dir, LAST_POLICY_DIR))
+            rec.set_policy(LAST_POLICY_DIR, policy)
             score = score_to_minimise(summary, ev.score, ev.score_mode)
+            crossed = None
             if not math.isnan(score) and score < rec.best:
+                if ev.score_mode == "min":
+                    crossed = decade_crossed(rec.best, score)
                 rec.best, rec.best_step = score, step
-                _save_policy(policy, os.path.join(rec.run_dir, BEST_POLICY_DIR))
-            prefix = f"seed {self.seeds[s]} " if len(self.seeds) > 1 else ""
-            reporter.write(prefix + format_eval_line(step, wall, summary, ev))
+                rec.set_policy(BEST_POLICY_DIR, policy)
+            if report or crossed is not None:
+                prefix = f"seed {self.seeds[s]} " if len(self.seeds) > 1 else ""
+                mark = f"  new best {ev.score} < {_power_of_ten(crossed)}" if crossed else ""
+                reporter.write(prefix + format_eval_line(step, wall, summary, ev) + mark)
             if not math.isnan(score) and (latest is None or score < latest):
                 latest = score
         return latest if latest is None or ev.score_mode == "min" else -latest
 
     def _checkpoint(self, state, update: int, wall: float) -> None:
         for rec in self.records:
-            rec.flush()  # progress.csv must cover every update up to the checkpoint
+            rec.save()  # progress.csv and evals.npz must cover every update up to the checkpoint
         meta = {"update": update, "step": update * self.cfg.rollout_size, "wall": wall,
                 "seeds": list(self.seeds), "best": [r.best for r in self.records],
                 "best_step": [r.best_step for r in self.records]}
@@ -324,7 +427,7 @@ class _Run:
     def _non_finite(self, update: int, finite: np.ndarray, stats: dict) -> NonFiniteError:
         """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
         for rec in self.records:
-            rec.flush()
+            rec.save()
         bad = [self.seeds[s] for s in np.flatnonzero(~finite)]
         s0 = int(np.flatnonzero(~finite)[0])
         names = sorted(k for k, v in stats.items()
@@ -364,7 +467,9 @@ class _Run:
                 last = i == n_updates - 1
                 jt = None
                 if (i + 1) % self.eval_every_updates == 0 or last:
-                    jt = self._evaluate(state, step, wall, rows, reporter)
+                    report = (i + 1) % self.report_every_updates == 0 or last or \
+                        i + 1 == self.eval_every_updates
+                    jt = self._evaluate(state, step, wall, rows, reporter, report)
                 for rec, row in zip(self.records, rows):
                     rec.rows.append(row)
                 if (i + 1) % self.checkpoint_every == 0 or last:
@@ -378,8 +483,13 @@ class _Run:
                     break
         finally:
             reporter.close()
-        return TrainResult(self.run_dirs, jax.device_get(state), [r.rows for r in self.records],
-                           finished)
+        return self.result(jax.device_get(state), finished)
+
+    def result(self, state, finished: bool) -> TrainResult:
+        """The `TrainResult` of this run with final `state` (host arrays)."""
+        return TrainResult(self.run_dirs, state, [r.rows for r in self.records], finished,
+                           [best_evaluation_line(r.rows, r.best_step, self.evaluation)
+                            for r in self.records])
 
 
 # ----------------------------------------------------------------------------- public API
@@ -388,7 +498,8 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           out: str = "runs", tag: str = "", checkpoint_every: int = 25,
           progress: str | None = None, argv: list[str] | None = None,
           stop_after: int | None = None, network=None,
-          network_options: dict | None = None) -> TrainResult:
+          network_options: dict | None = None, report_every: int | None = None,
+          preset: str | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
     Every argument is checked before a run directory is created or anything is compiled. The run
@@ -411,6 +522,11 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         network: a user network, ``"module:factory"`` or the factory itself (see
             `common.networks.ActorCritic`); overrides ``config.network``. None: the config's.
         network_options: keyword options of the network factory (overrides the config's).
+        report_every: environment steps between printed evaluation lines (every evaluation is
+            recorded; a seed's line is also printed whenever its best score falls below a new
+            power of ten); None: about 25 lines over the run.
+        preset: the name of the `presets.Preset` the config came from, recorded in config.json
+            (the config itself is what the run uses).
 
     Returns:
         `TrainResult`.
@@ -433,6 +549,10 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
     seeds = _check_seeds(seeds)
     eval_every = _check_pos_int("eval_every", eval_every)
     checkpoint_every = _check_pos_int("checkpoint_every", checkpoint_every)
+    if report_every is not None:
+        report_every = _check_pos_int("report_every", report_every)
+    if preset is not None and not isinstance(preset, str):
+        raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
     tag = _check_tag(tag)
     out = check_out(out)
     env_options = _check_env_options(env_options)
@@ -459,9 +579,10 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
                 for d in run_dirs:
                     locks.enter_context(lock_directory(d))
                 _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model,
-                                   seeds, eval_every, checkpoint_every, tag, out, argv)
+                                   seeds, eval_every, checkpoint_every, tag, out, argv,
+                                   report_every, preset)
                 run = _Run(algo, cfg, env_obj, env_spec, env_options, seeds, run_dirs,
-                           eval_every, checkpoint_every, progress)
+                           eval_every, checkpoint_every, progress, report_every)
                 state = run.compiled.init(run.seed_keys, run.train_params)
             except BaseException:
                 # The run never started: leave no directory holding only its config.json.
@@ -526,7 +647,8 @@ def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, ch
 
 
 def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
-                       eval_every, checkpoint_every, tag, out, argv) -> None:
+                       eval_every, checkpoint_every, tag, out, argv, report_every=None,
+                       preset=None) -> None:
     group = [os.path.basename(d) for d in run_dirs]
     # The group is found again on resume by this id (and the directory names as a first guess),
     # so a renamed or moved run directory still resumes.
@@ -539,7 +661,8 @@ def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, mode
             "evaluation": describe_evaluation(evaluation_of(env_obj)),
             "network": model.to_dict(), "seed": s, "seeds": list(seeds), "group": group,
             "group_id": group_id,
-            "eval_every": eval_every, "checkpoint_every": checkpoint_every, "tag": tag,
+            "eval_every": eval_every, "checkpoint_every": checkpoint_every,
+            "report_every": report_every, "preset": preset, "tag": tag,
             "out": os.path.abspath(out), "argv": argv,
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(env_spec), "backend": jax.default_backend(),
@@ -695,6 +818,8 @@ def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_aft
                                        "total_steps": total_steps if extend else old_total})
         _check_pos_int("eval_every", rc["eval_every"])
         _check_pos_int("checkpoint_every", rc["checkpoint_every"])
+        if rc.get("report_every") is not None:  # absent from run directories before issue 16
+            _check_pos_int("report_every", rc["report_every"])
     except ValueError as e:
         if str(e).startswith("total_steps") and extend:
             raise
@@ -714,7 +839,8 @@ def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_aft
         else:
             check_env(env)
         run = _Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]),
-                   run_dirs, rc["eval_every"], rc["checkpoint_every"], progress)
+                   run_dirs, rc["eval_every"], rc["checkpoint_every"], progress,
+                   rc.get("report_every"))
         state, meta = load_checkpoint(ckpt, run.template())
         run.checkpoint_update = meta["update"]
         if extend:
@@ -723,5 +849,5 @@ def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_aft
                                                         meta["best_step"]):
             rec.restore(rows, evals, best, best_step)
         if meta["update"] >= cfg.n_updates:
-            return TrainResult(run_dirs, state, [r.rows for r in run.records], True)
+            return run.result(state, True)
         return run.loop(state, meta["update"], meta["wall"], stop_after)

@@ -1,0 +1,96 @@
+"""Named run presets of ``jaxrl-train``: hyper-parameters plus the run's budget and cadences.
+
+A preset is a starting point, not a mode: every flag typed on the command line overrides the
+preset's value, and config.json records both the preset's name and the resolved config, so a run
+never depends on this table after it started.
+
+- ``paper``: the paper's hyper-parameters (each config class's defaults) and its 20M-step budget.
+- ``fast``: what the issue-16 measurements (bench/README.md, "Time to a gate") found to reach an
+  evaluation J_T < 1e-3 soonest in wall-clock on a 2-core laptop CPU.
+- ``demo`` (the no-argument run): ``fast``'s hyper-parameters on a budget of about three minutes
+  on 2 cores, long enough to watch a perfect entangler form.
+
+IPPO and IPPO-Lagrangian have only ``demo`` (their short default run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET", "get_preset", "preset_names"]
+
+DEFAULT_PRESET = "demo"
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One named starting point of a run.
+
+    Attributes:
+        name: the preset's name (``--preset NAME``).
+        summary: one line for ``--help``.
+        config: algorithm config fields that differ from the config class's defaults.
+        total_steps: environment steps of the run.
+        eval_every: environment steps between evaluations; None evaluates after every update
+            (one deterministic episode: cheap beside an update, and "best J_T" is the minimum over
+            every policy the run produced, as in the paper).
+        report_every: environment steps between printed evaluation lines (every evaluation is
+            still recorded; new-best decades are printed whenever they happen); None: about 25
+            lines over the run.
+    """
+
+    name: str
+    summary: str
+    config: Mapping[str, Any]
+    total_steps: int
+    eval_every: int | None = None
+    report_every: int | None = None
+
+    def eval_every_steps(self, rollout_size: int) -> int:
+        """`eval_every` in environment steps for updates of `rollout_size` steps."""
+        return rollout_size if self.eval_every is None else self.eval_every
+
+
+# fast / demo: see bench/README.md "Time to a gate" for the sweep that chose these values.
+_PPO_FAST = {"n_envs": 64, "n_steps": 128, "n_epochs": 4, "n_minibatches": 4, "lr": 1e-3}
+_TRPO_FAST = {"n_envs": 16, "n_steps": 512}
+
+PRESETS: dict[str, dict[str, Preset]] = {
+    "ppo": {
+        "paper": Preset("paper", "the paper's PPO hyper-parameters and 20M steps", {}, 20_000_000),
+        "fast": Preset("fast", "fastest wall-clock to J_T < 1e-3 on 2 CPU cores (~10 min)",
+                       _PPO_FAST, 16_384_000),
+        "demo": Preset("demo", "fast's hyper-parameters for about 3 minutes", _PPO_FAST,
+                       4_096_000),
+    },
+    "trpo": {
+        "paper": Preset("paper", "the paper's TRPO hyper-parameters and 20M steps", {},
+                        20_000_000),
+        "fast": Preset("fast", "fastest wall-clock to J_T < 1e-3 on 2 CPU cores", _TRPO_FAST,
+                       16_384_000),
+        "demo": Preset("demo", "fast's hyper-parameters for about 3 minutes", _TRPO_FAST,
+                       4_096_000),
+    },
+    "ippo": {"demo": Preset("demo", "a short run", {}, 20_000, eval_every=2_048)},
+    "ippo_lagrangian": {"demo": Preset("demo", "a short run", {}, 20_000, eval_every=2_048)},
+}
+
+
+def preset_names(algo: str) -> list[str]:
+    """The preset names of (canonical) algorithm `algo`."""
+    return sorted(PRESETS.get(algo, {}))
+
+
+def get_preset(algo: str, name: str) -> Preset:
+    """The preset `name` of (canonical) algorithm `algo`.
+
+    Raises:
+        ValueError: naming ``preset``, the algorithm's presets and what arrived.
+    """
+    presets = PRESETS.get(algo, {})
+    if not isinstance(name, str) or name not in presets:
+        raise ValueError(f"preset: expected one of {sorted(presets)} for algo {algo!r}, got "
+                         f"{name!r}")
+    return presets[name]
