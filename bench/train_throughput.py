@@ -10,8 +10,16 @@ together (vmap, one program) against seeds trained apart (S separate single-seed
 Each case runs in its own subprocess so the peak memory is that case's alone. Timing starts after one
 warm-up update (compilation for JAX, the environment's jit for SB3).
 
+Time to a gate (``--gate``): the wall-clock from starting ``jaxrl-train --preset P`` (imports and
+compilation included, as a user waits for them) to the first evaluation with J_T < 1e-2 and < 1e-3,
+for each preset and seed, every update evaluated. Each seed runs alone in its own process (the
+2-core laptop case) unless ``--gate-together`` trains them in one program (S times the work per
+update, so its per-seed times are an upper bound of the alone ones). A run stops once it reaches
+1e-3 or ``--gate-limit-s``.
+
     uv run python bench/train_throughput.py                  # everything, 4 timed updates each
     uv run python bench/train_throughput.py --updates 2 --skip-sb3
+    uv run python bench/train_throughput.py --gate-only --gate ppo:fast --gate-seeds 1 2 3 4
 """
 
 from __future__ import annotations
@@ -19,9 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 UPDATE_STEPS = 8192  # both paper configs collect 8192 environment steps per update
@@ -135,15 +145,98 @@ def _spawn(case: str, updates: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+# ------------------------------------------------------------------------------ time to a gate
+GATE_THRESHOLDS = (1e-2, 1e-3)
+# An evaluation line of jaxrl-train (common/evaluation.format_eval_line + the gate env's fields).
+_EVAL_LINE = re.compile(r"^(?:seed (\d+) )?\[\s*(\d+)\]\s+\d+s\s+R=\s*\S+\s+minJT=([0-9.eE+-]+)")
+
+
+def _time_to_gate(algo: str, preset: str, seeds: list[int], limit_s: float) -> dict[int, dict]:
+    """Run ``jaxrl-train --preset`` for `seeds` in one process; per seed, when each threshold fell.
+
+    Returns {seed: {"t": {threshold: seconds since the process started}, "step": {threshold:
+    steps}, "best": lowest J_T seen, "last_step": steps reached}}.
+    """
+    out = tempfile.mkdtemp(prefix="gate_")
+    cmd = [sys.executable, "-m", "jaxrl_agents.run.cli", "--algo", algo, "--preset", preset,
+           "--seeds", *map(str, seeds), "--progress", "lines", "--report-every", "1",
+           "--checkpoint-every", "1000000", "--out", out, "--tag", "gate"]
+    res = {s: {"t": {}, "step": {}, "best": float("inf"), "last_step": 0} for s in seeds}
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    try:
+        for line in p.stdout:
+            now = time.perf_counter() - t0
+            m = _EVAL_LINE.match(line)
+            if m:
+                seed = int(m.group(1)) if m.group(1) else seeds[0]
+                step, jt = int(m.group(2)), float(m.group(3))
+                r = res[seed]
+                r["best"], r["last_step"] = min(r["best"], jt), step
+                for th in GATE_THRESHOLDS:
+                    if jt < th and th not in r["t"]:
+                        r["t"][th], r["step"][th] = now, step
+            if all(GATE_THRESHOLDS[-1] in r["t"] for r in res.values()) or now > limit_s:
+                break
+    finally:
+        p.kill()
+        p.wait()
+    return res
+
+
+def _gate_report(cases: list[str], seeds: list[int], together: bool, limit_s: float) -> None:
+    print(f"\ntime to a gate: wall-clock s from the command's start (imports and compilation "
+          f"included) to the first evaluation below each J_T, every update evaluated, seeds "
+          f"{'together in one process' if together else 'each alone'}; limit {limit_s:.0f} s; "
+          f"load average {os.getloadavg()[0]:.1f} at the start\n")
+    print(f"{'preset':<12}{'seed':>5}{'t(1e-2) s':>11}{'steps':>12}{'t(1e-3) s':>11}{'steps':>12}"
+          f"{'best J_T':>11}")
+    for case in cases:
+        algo, preset = case.split(":")
+        if together:
+            found = _time_to_gate(algo, preset, seeds, limit_s)
+        else:
+            found = {}
+            for s in seeds:
+                found.update(_time_to_gate(algo, preset, [s], limit_s))
+        for s in seeds:
+            r = found[s]
+            cells = []
+            for th in GATE_THRESHOLDS:
+                cells += ([f"{r['t'][th]:>11.0f}", f"{r['step'][th]:>12,}"] if th in r["t"]
+                          else [f"{'>' + str(int(limit_s)) if r['last_step'] else '-':>11}",
+                                f"{'(' + format(r['last_step'], ',') + ')':>12}"])
+            print(f"{case:<12}{s:>5}{''.join(cells)}{r['best']:>11.2e}")
+        for th in GATE_THRESHOLDS:
+            times = sorted(found[s]["t"][th] for s in seeds if th in found[s]["t"])
+            median = f"median {times[len(times) // 2]:.0f} s" if len(times) * 2 > len(seeds) \
+                else "median not reached"
+            print(f"{case:<12} J_T < {th:.0e}: {len(times)}/{len(seeds)} seeds within "
+                  f"{limit_s:.0f} s, {median}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--updates", type=int, default=4, help="timed updates per case (after warm-up)")
     ap.add_argument("--seeds-together", type=int, default=4, help="S for the seeds comparison")
     ap.add_argument("--skip-sb3", action="store_true", help="JAX cases only")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one case
+    ap.add_argument("--gate", nargs="*", default=["ppo:fast", "trpo:fast", "ppo:paper",
+                                                   "trpo:paper"], metavar="ALGO:PRESET",
+                    help="presets timed to J_T < 1e-2 and < 1e-3 (none: skip)")
+    ap.add_argument("--gate-seeds", type=int, nargs="+", default=[1, 2, 3, 4])
+    ap.add_argument("--gate-limit-s", type=float, default=1200.0,
+                    help="wall-clock limit of one time-to-gate run")
+    ap.add_argument("--gate-together", action="store_true",
+                    help="train the seeds together in one process (an upper bound per seed)")
+    ap.add_argument("--gate-only", action="store_true", help="only the time-to-gate runs")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(_run_one(args.one, args.updates)))
+        return
+    if args.gate_only:
+        _gate_report(args.gate, args.gate_seeds, args.gate_together, args.gate_limit_s)
         return
 
     try:
@@ -189,6 +282,8 @@ def main() -> None:
             together = many["s_per_update"] / s
             print(f"{algo.upper()} per seed and update: {s} seeds together {together:.2f} s, apart "
                   f"{one['s_per_update']:.2f} s ({one['s_per_update'] / together:.2f}x cheaper together)")
+    if args.gate:
+        _gate_report(args.gate, args.gate_seeds, args.gate_together, args.gate_limit_s)
 
 
 if __name__ == "__main__":
