@@ -7,7 +7,7 @@ SB3 user does nothing), and convert to numpy float32. No physics or reward logic
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import jax
@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from .env import GateEnv, make
+from .packing import FlatLayout
 from .precision import x64_scope
 from .validation import real_array
 
@@ -36,55 +37,69 @@ def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> 
     return array
 
 
+class _Layouts(NamedTuple):
+    """How one configuration's adapter state, parameters and step results pack (``packing``)."""
+
+    carry: FlatLayout  # (key, state), or (key, state, done) for the vector env
+    params: FlatLayout
+    outputs: FlatLayout  # (obs, reward, terminated, truncated, info)
+
+
+def _layouts(core: GateEnv, num_envs: int | None = None) -> _Layouts:
+    """The layouts of the single env (``num_envs=None``) or of ``num_envs`` batched envs."""
+    key = jax.random.PRNGKey(0)
+    with x64_scope():
+        if num_envs is None:
+            _, state = jax.eval_shape(core.reset, key, core.default_params)
+            out = jax.eval_shape(core.step, key, state, jnp.zeros(core.action_space.shape), core.default_params)
+            carry = (key, state)
+        else:
+            keys = jax.random.split(key, num_envs)
+            _, state = jax.eval_shape(jax.vmap(core.reset, in_axes=(0, None)), keys, core.default_params)
+            out = jax.eval_shape(jax.vmap(core.step, in_axes=(0, 0, 0, None)), keys, state,
+                                 jnp.zeros((num_envs,) + core.action_space.shape), core.default_params)
+            carry = (key, state, jax.ShapeDtypeStruct((num_envs,), bool))
+    obs, _, reward, terminated, truncated, info = out
+    obs = jax.ShapeDtypeStruct(obs.shape, jnp.float32)  # the adapters' observations are float32
+    return _Layouts(FlatLayout.of(carry), FlatLayout.of(core.default_params), FlatLayout.of((obs, reward, terminated, truncated, info)))
+
+
 @functools.cache
 def _compiled(core: GateEnv):
-    """Compiled reset/step of one environment configuration (shared across instances).
+    """Compiled reset/next-episode/step of one environment configuration (shared across instances).
 
-    The PRNG key is split inside the compiled calls: an eager ``jax.random.split`` per step cost
-    more than the step itself (bench/env_throughput.py). Outputs come back as one pytree so the
-    adapter fetches them with a single transfer.
+    The adapter's key and state travel as one packed float64 vector (``packing``), the parameters
+    as another, and a step's results come back as a third: a compiled call pays per array it takes
+    and returns (bench/env_throughput.py), and the step of one env computes less than that. The PRNG
+    key is split inside the compiled calls: an eager ``jax.random.split`` per step cost more than
+    the step itself.
+
+    Returns:
+        (layouts, reset(key, params) -> (carry, obs float32), next_episode(carry, params, key=None)
+        -> (carry, obs float32) with ``key`` replacing the carried one when given, step(carry,
+        action, params) -> (carry, packed outputs)).
     """
+    layouts = _layouts(core)
 
     def reset(key, params):
         key, sub = jax.random.split(key)
-        obs, state = core.reset(sub, params)
-        return key, state, obs.astype(jnp.float32)
+        obs, state = core.reset(sub, layouts.params.unpack(params))
+        return layouts.carry.pack((key, state)), obs.astype(jnp.float32)
 
-    def next_episode(key, state, params):
+    def next_episode(carry, params, key=None):
+        carried, state = layouts.carry.unpack(carry)
+        key, sub = jax.random.split(carried if key is None else key)
+        obs, state = core.next_episode(sub, state, layouts.params.unpack(params))
+        return layouts.carry.pack((key, state)), obs.astype(jnp.float32)
+
+    def step(carry, action, params):
+        key, state = layouts.carry.unpack(carry)
         key, sub = jax.random.split(key)
-        obs, state = core.next_episode(sub, state, params)
-        return key, state, obs.astype(jnp.float32)
+        obs, state, reward, terminated, truncated, info = core.step(sub, state, action, layouts.params.unpack(params))
+        outputs = layouts.outputs.pack((obs.astype(jnp.float32), reward, terminated, truncated, info))
+        return layouts.carry.pack((key, state)), outputs
 
-    def step(key, state, action, params):
-        key, sub = jax.random.split(key)
-        obs, state, reward, terminated, truncated, info = core.step(sub, state, action, params)
-        # One flat float64 vector: a device-to-host copy per array cost ~10 us each.
-        packed = jnp.concatenate([jnp.ravel(x).astype(jnp.float64) for x in jax.tree.leaves((obs, reward, terminated, truncated, info))])
-        return key, state, packed
-
-    return jax.jit(reset), jax.jit(next_episode), jax.jit(step)
-
-
-@functools.cache
-def _output_layout(core: GateEnv):
-    """How to cut the packed step output back into (obs, reward, terminated, truncated, info)."""
-    with x64_scope():
-        obs, state = jax.eval_shape(core.reset, jax.random.PRNGKey(0), core.default_params)
-        outputs = jax.eval_shape(core.step, jax.random.PRNGKey(0), state, jnp.zeros(core.action_space.shape), core.default_params)
-    obs, _, reward, terminated, truncated, info = outputs
-    leaves, treedef = jax.tree.flatten((obs, reward, terminated, truncated, info))
-    return treedef, [(leaf.shape, leaf.dtype) for leaf in leaves]
-
-
-def _unpack(core: GateEnv, packed: np.ndarray):
-    treedef, layout = _output_layout(core)
-    leaves, start = [], 0
-    for shape, dtype in layout:
-        size = int(np.prod(shape))
-        leaves.append(packed[start:start + size].reshape(shape).astype(dtype))
-        start += size
-    obs, reward, terminated, truncated, info = jax.tree.unflatten(treedef, leaves)
-    return obs.astype(np.float32), float(reward), bool(terminated), bool(truncated), info
+    return layouts, jax.jit(reset), jax.jit(next_episode), jax.jit(step)
 
 
 def _check_render_mode(render_mode) -> None:
@@ -97,26 +112,54 @@ def _check_render_mode(render_mode) -> None:
         raise ValueError(f"render_mode: expected None or a string, got {render_mode!r}")
 
 
-def _device_params(core: GateEnv):
-    """The default parameters as device arrays, transferred once rather than at every step."""
+def _device_params(core: GateEnv, layout: FlatLayout) -> jax.Array:
+    """The default parameters packed into one device vector, transferred once rather than at every step."""
     with x64_scope():
-        return jax.device_put(core.default_params)
+        return jax.device_put(jax.jit(layout.pack)(core.default_params))
 
 
 @functools.cache
-def _compiled_vector(core: GateEnv):
-    """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics)."""
+def _host_unpacker(layout: FlatLayout):
+    """``layout.host_unpacker()``, built once per layout (layouts are hashable)."""
+    return layout.host_unpacker()
 
-    def reset(key, params, num_envs):
+
+def _unpack_device(flat: jax.Array, layout: FlatLayout):
+    """A packed device vector as its pytree of device arrays (for inspection; not the hot path)."""
+    with x64_scope():
+        return _jitted_unpack(layout)(flat)
+
+
+@functools.cache
+def _jitted_unpack(layout: FlatLayout):
+    return jax.jit(layout.unpack)
+
+
+@functools.cache
+def _compiled_vector(core: GateEnv, num_envs: int):
+    """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics).
+
+    As ``_compiled``: the key, the states and the done flags travel as one packed vector, the
+    parameters as another, the step's results come back as a third.
+
+    Returns:
+        (layouts, reset(key, params) -> (carry, obs (N, obs_dim) float32), step(carry, actions,
+        params) -> (carry, packed outputs)).
+    """
+    layouts = _layouts(core, num_envs)
+
+    def reset(key, params):
         key, sub = jax.random.split(key)
-        obs, state = jax.vmap(core.reset, in_axes=(0, None))(jax.random.split(sub, num_envs), params)
-        return key, obs.astype(jnp.float32), state
+        obs, state = jax.vmap(core.reset, in_axes=(0, None))(jax.random.split(sub, num_envs), layouts.params.unpack(params))
+        return (key, state, jnp.zeros(num_envs, bool)), obs.astype(jnp.float32)
 
-    def step(key, state, actions, params, done):
+    def step(carry, actions, params):
         # Gymnasium 1.x "next_step" autoreset: an env that finished at the previous call is reset
         # now, ignoring its action, and reports reward 0, not terminated, not truncated.
+        key, state, done = carry
+        params = layouts.params.unpack(params)
         key, sub = jax.random.split(key)  # inside the compiled call: an eager split costs ~100 us
-        keys = jax.random.split(sub, done.shape[0])
+        keys = jax.random.split(sub, num_envs)
         obs, new_state, reward, term, trunc, info = jax.vmap(core.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
         reset_obs, reset_state = jax.vmap(core.next_episode, in_axes=(0, 0, None))(keys, state, params)
 
@@ -129,9 +172,10 @@ def _compiled_vector(core: GateEnv):
         reward = jnp.where(done, 0.0, reward)
         term = term & ~done
         trunc = trunc & ~done
-        return key, new_state, (obs.astype(jnp.float32), reward, term, trunc, info)
+        outputs = layouts.outputs.pack((obs.astype(jnp.float32), reward, term, trunc, info))
+        return (key, new_state, term | trunc), outputs
 
-    return jax.jit(reset, static_argnums=2), jax.jit(step)
+    return layouts, jax.jit(reset), jax.jit(step)
 
 
 class GateGymEnv(gymnasium.Env):
@@ -153,10 +197,10 @@ class GateGymEnv(gymnasium.Env):
         self.core: GateEnv = make(**options)
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
-        self.params = _device_params(self.core)
-        self._reset, self._next_episode, self._step = _compiled(self.core)
-        self._key = None
-        self._state = None
+        layouts, self._reset, self._next_episode, self._step = _compiled(self.core)
+        self._params = _device_params(self.core, layouts.params)
+        self._unpack = _host_unpacker(layouts.outputs)
+        self._carry = None  # packed (key, state) on the device (``_compiled``); None before the first reset
         self._ended = False  # the episode terminated or truncated: step() needs a reset() first
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -172,15 +216,26 @@ class GateGymEnv(gymnasium.Env):
             gets a fresh device with resampled drift, or keeps the same one with fixed drift.
         """
         super().reset(seed=seed)
-        if seed is not None or self._key is None:
-            self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
+        key = None  # None: keep the running key, carried on the device
+        if seed is not None or self._carry is None:
+            key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
         with x64_scope():
-            if self._state is None:
-                self._key, self._state, obs = self._reset(self._key, self.params)
+            if self._carry is None:
+                self._carry, obs = self._reset(key, self._params)
             else:  # the core's rule: a fresh device (resampled drift) or the same one (fixed drift)
-                self._key, self._state, obs = self._next_episode(self._key, self._state, self.params)
+                self._carry, obs = self._next_episode(self._carry, self._params, key)
         self._ended = False
         return np.asarray(obs), {}
+
+    @property
+    def params(self):
+        """The environment parameters in use (``EnvParams`` of device arrays)."""
+        return _unpack_device(self._params, _compiled(self.core)[0].params)
+
+    @property
+    def _state(self):
+        """The current ``EnvState`` (device arrays; None before the first reset), for inspection."""
+        return None if self._carry is None else _unpack_device(self._carry, _compiled(self.core)[0].carry)[1]
 
     def step(self, action):
         """Play one segment of K pulse samples.
@@ -196,7 +251,7 @@ class GateGymEnv(gymnasium.Env):
             RuntimeError: before ``reset`` or after the episode ended, until ``reset``.
             ValueError: NaN, a wrong shape, strings, bools or complex numbers in ``action``.
         """
-        if self._state is None:
+        if self._carry is None:
             raise RuntimeError("step() called before reset()")
         if self._ended:
             # the core would play on past the pulse end (or beyond the bound) with rewards that
@@ -204,9 +259,9 @@ class GateGymEnv(gymnasium.Env):
             raise RuntimeError("step() called after the episode ended (terminated or truncated); call reset() first")
         action = _check_action(action, self.action_space.shape)
         with x64_scope():
-            self._key, self._state, packed = self._step(self._key, self._state, action, self.params)
-            packed = np.asarray(packed)
-        obs, reward, terminated, truncated, info = _unpack(self.core, packed)
+            self._carry, packed = self._step(self._carry, action, self._params)
+        obs, reward, terminated, truncated, info = self._unpack(np.asarray(packed))  # one device-to-host copy
+        reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
         self._ended = terminated or truncated
         return obs, reward, terminated, truncated, info
 
@@ -230,11 +285,11 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         self.single_action_space = self.core.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.params = _device_params(self.core)
-        self._reset, self._step = _compiled_vector(self.core)
-        self._key = None
-        self._state = None
-        self._done = np.zeros(num_envs, dtype=bool)
+        layouts, self._reset, self._step = _compiled_vector(self.core, num_envs)
+        self._params = _device_params(self.core, layouts.params)
+        self._unpack = _host_unpacker(layouts.outputs)
+        self._key = None  # host copy of the key last drawn from np_random (the running key is carried)
+        self._carry = None  # packed (key, states, done flags) on the device (``_compiled_vector``)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start N episodes on devices drawn from the drift.
@@ -249,11 +304,12 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         """
         if seed is not None:
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
-        if seed is not None or self._key is None:
-            self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
         with x64_scope():
-            self._key, obs, self._state = self._reset(self._key, self.params, self.num_envs)
-        self._done[:] = False
+            if seed is not None or self._carry is None:
+                self._key = jax.random.PRNGKey(int(self.np_random.integers(2**31)))
+            else:  # keep the running key
+                self._key = self._carry[0]
+            self._carry, obs = self._reset(self._key, self._params)
         return np.asarray(obs), {}
 
     def step(self, actions):
@@ -273,11 +329,9 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
             RuntimeError: before ``reset``.
             ValueError: NaN, a wrong shape, strings, bools or complex numbers in ``actions``.
         """
-        if self._state is None:
+        if self._carry is None:
             raise RuntimeError("step() called before reset()")
         actions = _check_action(actions, self.action_space.shape, "actions")
         with x64_scope():
-            self._key, self._state, outputs = self._step(self._key, self._state, actions, self.params, self._done)
-            obs, reward, term, trunc, info = jax.device_get(outputs)
-        self._done = term | trunc
-        return obs, reward, term, trunc, info
+            self._carry, packed = self._step(self._carry, actions, self._params)
+        return self._unpack(np.asarray(packed))  # one device-to-host copy
