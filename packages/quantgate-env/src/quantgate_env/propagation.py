@@ -237,7 +237,7 @@ def _expm_apply_blocks(blocks, dt, plan: TaylorPlan):
     halves the loop iterations, whose fixed cost dominates a step at batch 1 (bench/env_throughput.py).
     """
     prepared = []
-    for h, shift, psi in blocks:
+    for h, shift, _ in blocks:
         hu = h + jnp.diag(shift)
         centre, half_width = _gershgorin(hu)
         tau = dt / plan.substeps
