@@ -29,7 +29,9 @@ enables x64), the networks never do; observations are cast to float32 on entry.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -375,17 +377,13 @@ class ActorCritic:
 
     # ------------------------------------------------------------------------------ params
     def param_shapes(self) -> Params:
-        """The parameter pytree with shapes (tuples) as leaves, without drawing anything."""
-        obs = jax.ShapeDtypeStruct((1, self.obs_dim), jnp.float32)
+        """The parameter pytree with shapes (tuples) as leaves, without drawing anything.
 
-        def net(module):
-            variables = jax.eval_shape(module.init, jax.random.PRNGKey(0), obs)
-            return jax.tree_util.tree_map(lambda x: tuple(x.shape), dict(variables["params"]))
-
-        actor = {"net": net(self.actor)}
-        if self.action_kind == "gaussian":
-            actor["log_std"] = (self.action_shape[0],)
-        return {"actor": actor, "critic": {"net": net(self.critic)}}
+        Traced once per definition and cached (a fresh copy is returned): every `Policy` checks
+        its parameters against it, and the trainer builds one per evaluation, where tracing the
+        two towers' ``init`` cost ~30 ms, about a tenth of a PPO update.
+        """
+        return copy.deepcopy(_param_shapes(self))
 
     def init(self, key: jax.Array) -> Params:
         """Fresh float32 parameters ``{"actor": ..., "critic": ...}`` (layout in the module doc).
@@ -449,3 +447,18 @@ class ActorCritic:
     def kl(self, dist_p, dist_q):
         """KL(p || q): (B...,)."""
         return self.head.kl(dist_p, dist_q)
+
+
+@functools.lru_cache(maxsize=64)
+def _param_shapes(model: ActorCritic) -> Params:
+    """`ActorCritic.param_shapes`, computed by abstract evaluation (keyed on the definition)."""
+    obs = jax.ShapeDtypeStruct((1, model.obs_dim), jnp.float32)
+
+    def net(module):
+        variables = jax.eval_shape(module.init, jax.random.PRNGKey(0), obs)
+        return jax.tree_util.tree_map(lambda x: tuple(x.shape), dict(variables["params"]))
+
+    actor = {"net": net(model.actor)}
+    if model.action_kind == "gaussian":
+        actor["log_std"] = (model.action_shape[0],)
+    return {"actor": actor, "critic": {"net": net(model.critic)}}
