@@ -24,6 +24,11 @@ class TRPOConfig(AlgoConfig):
     cg_residual_tol: float = cfg_field(1e-10, "nonneg_float", "CG stop on squared residual norm")
     line_search_shrinking_factor: float = cfg_field(0.8, "open_unit", "line-search step shrink")
     line_search_max_iter: int = cfg_field(10, "pos_int", "line-search candidates")
+    sequential_line_search: bool = cfg_field(
+        False, "bool", "evaluate the line-search candidates one at a time and stop at the first "
+        "accepted (sb3-contrib's loop: the same rule, fewer actor passes when an early candidate "
+        "passes, last-bit differences in the objective and KL); off: all at once (vmap), the "
+        "paper runs' bits")
     normalize_advantage: bool = cfg_field(True, "bool", "normalise advantages over the rollout")
 
     def _check_consistency(self) -> None:

@@ -3,8 +3,9 @@
 Actor: one natural-gradient step. The direction solves (F + damping I) s = g by conjugate gradient,
 with F the Hessian of the mean KL (Fisher-vector products by double differentiation, the matrix is
 never formed); the maximal step makes the quadratic KL model equal 2 * target_kl; a backtracking line
-search over 0.8^k (k = 0..9, all candidates evaluated at once with vmap) keeps the first candidate
-with KL < target_kl and a surrogate better than before, or the old parameters if none qualifies.
+search over 0.8^k (k = 0..9, all candidates evaluated at once with vmap; or one at a time, stopping
+at the first accepted, with ``sequential_line_search``) keeps the first candidate with KL < target_kl
+and a surrogate better than before, or the old parameters if none qualifies.
 Critic: n_critic_updates epochs of Adam on the value MSE (minibatches of batch_size), learning rate
 with harmonic decay, constant within an update (SB3 sets it once per update).
 """
@@ -64,18 +65,49 @@ def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig)
     max_step = jnp.where(shs > 0, jnp.sqrt(2.0 * cfg.target_kl / jnp.where(shs > 0, shs, 1.0)), 0.0)
     coeffs = cfg.line_search_shrinking_factor ** jnp.arange(cfg.line_search_max_iter,
                                                             dtype=jnp.float32)
-    candidates = flat0[None] + (coeffs * max_step)[:, None] * step_dir[None]
-    objs = jax.vmap(objective)(candidates)
-    kls = jax.vmap(kl)(candidates)
-    ok = (kls < cfg.target_kl) & (objs > obj0)
-    first = jnp.argmax(ok)
-    success = ok.any()
-    new_flat = jnp.where(success, candidates[first], flat0)
-    stats = {"policy_objective": jnp.where(success, objs[first], obj0),
-             "kl": jnp.where(success, kls[first], 0.0),
+    steps = coeffs * max_step
+    if cfg.sequential_line_search:
+        success, first, obj, kl_new = _first_accepted(objective, kl, flat0, steps, step_dir,
+                                                      obj0, cfg.target_kl)
+        new_flat = jnp.where(success, flat0 + steps[first] * step_dir, flat0)
+    else:
+        candidates = flat0[None] + steps[:, None] * step_dir[None]
+        objs = jax.vmap(objective)(candidates)
+        kls = jax.vmap(kl)(candidates)
+        ok = (kls < cfg.target_kl) & (objs > obj0)
+        first = jnp.argmax(ok)
+        success = ok.any()
+        obj, kl_new = objs[first], kls[first]
+        new_flat = jnp.where(success, candidates[first], flat0)
+    stats = {"policy_objective": jnp.where(success, obj, obj0),
+             "kl": jnp.where(success, kl_new, 0.0),
              "line_search_success": success.astype(jnp.float32),
-             "improvement": jnp.where(success, objs[first] - obj0, 0.0)}
+             "improvement": jnp.where(success, obj - obj0, 0.0)}
     return unravel(new_flat), stats
+
+
+def _first_accepted(objective, kl, flat0, steps, step_dir, obj0, target_kl):
+    """Sequential backtracking: the first k with KL < target_kl and a better surrogate.
+
+    Candidate k is flat0 + steps[k] * step_dir, evaluated only if no earlier one was accepted
+    (a `lax.while_loop`, so an accepted full step costs one actor pass instead of len(steps)).
+
+    Returns:
+        (success () bool, k () int32 (meaningful if success), objective and KL of candidate k).
+    """
+    def cond(carry):
+        k, found, _, _ = carry
+        return ~found & (k < steps.shape[0])
+
+    def body(carry):
+        k, _, _, _ = carry
+        cand = flat0 + steps[k] * step_dir
+        obj, kl_k = objective(cand), kl(cand)
+        return k + 1, (kl_k < target_kl) & (obj > obj0), obj, kl_k
+
+    init = (jnp.int32(0), jnp.bool_(False), obj0, jnp.zeros_like(obj0))
+    k, found, obj, kl_k = jax.lax.while_loop(cond, body, init)
+    return found, k - 1, obj, kl_k
 
 
 def init(seed_key, model, env, env_params, cfg: TRPOConfig) -> TrainState:
