@@ -58,3 +58,79 @@ def test_minibatch_epochs_visits_jax_permutations_in_order(x64):
         want = np.asarray(jax.random.permutation(k, 12)).reshape(3, 4)
         np.testing.assert_array_equal(np.asarray(rows[e]), want)
         assert sorted(np.asarray(rows[e]).ravel().tolist()) == list(range(12))
+
+
+def test_first_accepted_by_hand():
+    # Candidates 1 - 3 * 0.8^k = -2, -1.4, -0.92, ...; objective -x^2 (obj0 = -1), KL always fine:
+    # -4 and -1.96 are worse than -1, -0.8464 is better, so k = 2 is the first accepted.
+    from jaxrl_agents.trpo.update import _first_accepted
+
+    steps = 3.0 * 0.8 ** jnp.arange(10, dtype=jnp.float32)
+    found, k, obj, kl = _first_accepted(lambda f: -(f ** 2).sum(), lambda f: 0.0 * f.sum(),
+                                        jnp.ones(1), steps, -jnp.ones(1), jnp.float32(-1.0), 0.01)
+    assert bool(found) and int(k) == 2
+    np.testing.assert_allclose(float(obj), -(1 - 3 * 0.8 ** 2) ** 2, rtol=1e-6)
+    # Nothing qualifies (KL always too large): not found, the caller keeps the old parameters.
+    found, _, _, _ = _first_accepted(lambda f: -(f ** 2).sum(), lambda f: 1.0 + 0.0 * f.sum(),
+                                     jnp.ones(1), steps, -jnp.ones(1), jnp.float32(-1.0), 0.01)
+    assert not bool(found)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("target_kl", [1e-4, 0.01, 0.3])
+def test_sequential_line_search_takes_the_batched_step(seed, target_kl):
+    from jaxrl_agents.common.networks import ActorCritic
+    from jaxrl_agents.trpo import TRPOConfig
+    from jaxrl_agents.trpo.update import actor_step
+
+    model = ActorCritic(5, "gaussian", (2,), hidden=(16,), activation="relu")
+    k_init, k_obs, k_act, k_adv = jax.random.split(jax.random.PRNGKey(seed), 4)
+    actor = model.init(k_init)["actor"]
+    obs = jax.random.normal(k_obs, (256, 5))
+    action, logp = model.sample(actor, obs, k_act)
+    adv = jax.random.normal(k_adv, (256,))
+    outs = {}
+    for seq in (False, True):
+        cfg = TRPOConfig(target_kl=target_kl, sequential_line_search=seq)
+        outs[seq] = jax.jit(lambda a, o, x, lp, ad, cfg=cfg: actor_step(
+            model, a, o, x, lp, ad, cfg))(actor, obs, action, logp, adv)
+    (p_all, s_all), (p_seq, s_seq) = outs[False], outs[True]
+    assert float(s_all["line_search_success"]) == float(s_seq["line_search_success"])
+    for k in s_all:
+        np.testing.assert_allclose(float(s_seq[k]), float(s_all[k]), rtol=1e-4, atol=1e-7)
+    for a, b in zip(jax.tree_util.tree_leaves(p_all), jax.tree_util.tree_leaves(p_seq)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+
+def test_trainer_evaluates_each_update_on_its_own_parameters(tmp_path):
+    # The loop queues an update's evaluation before it reads the update's stats: every eval row
+    # must still be the episode of that update's parameters. Evaluating every update, the row of
+    # update u is eval_summary of the evaluation of the parameters checkpointed after update u.
+    from jaxrl_agents.common.contracts import evaluation_of
+    from jaxrl_agents.common.evaluation import eval_summary
+    from jaxrl_agents.run import trainer
+    from jaxrl_agents.run.algorithms import compile_algorithm, make_config
+    from jaxrl_agents.run.checkpoint import load_checkpoint
+    from jaxrl_agents.run.run_files import read_progress
+
+    from .conftest import PPO_CFG, SEEDS, TOY_ENV
+    from .toy_envs import make_reach
+
+    cfg = dict(PPO_CFG, total_steps=512 * 3)
+    res = trainer.train(algo="ppo", env=TOY_ENV, config=cfg, seeds=SEEDS, eval_every=512,
+                        out=str(tmp_path), checkpoint_every=1, progress="off")
+    with jax.enable_x64(True):
+        env = make_reach()
+        compiled = compile_algorithm("ppo", env, make_config("ppo", cfg))
+        template = compiled.init(jnp.stack([jax.random.PRNGKey(s) for s in SEEDS]),
+                                 env.default_params)
+        state, meta = load_checkpoint(f"{res.run_dirs[0]}/checkpoint.npz", template)
+        assert meta["update"] == 3
+        episodes = jax.device_get(compiled.evaluate(state.params["actor"], env.eval_params,
+                                                    jax.random.PRNGKey(trainer.EVAL_KEY_SEED)))
+    for s, d in enumerate(res.run_dirs):
+        rows = read_progress(f"{d}/progress.csv")
+        assert all("eval_return" in r for r in rows)
+        want = eval_summary({k: v[s] for k, v in episodes.items()}, evaluation_of(env))
+        assert rows[-1]["eval_return"] == trainer._fmt(want["eval_return"])
+        assert rows[-1]["eval_len"] == trainer._fmt(want["eval_len"])

@@ -378,17 +378,20 @@ class _Run:
             return self.compiled.policies(seed_params, meta)
         return Policy(self.compiled.model, seed_params, meta)
 
-    def _evaluate(self, state, step: int, wall: float, rows: list[dict], reporter,
+    def _dispatch_evaluation(self, state):
+        """Queue every seed's evaluation episode on the device; returns its (unfetched) arrays."""
+        return self.compiled.evaluate(state.params["actor"], self.eval_params,
+                                      jax.random.PRNGKey(EVAL_KEY_SEED))
+
+    def _evaluate(self, episodes, state, step: int, wall: float, rows: list[dict], reporter,
                   report: bool) -> float | None:
-        """Evaluate every seed; returns the group's best score of this evaluation (for the bar).
+        """Record the episodes of `_dispatch_evaluation`; returns the group's best score (for the bar).
 
         Prints a seed's line if `report`, or when its best score just fell below a new power of
         ten (``new best < 1e-02``), so a run evaluated after every update still shows when the
         gate forms without printing every evaluation.
         """
-        episodes = jax.device_get(self.compiled.evaluate(
-            state.params["actor"], self.eval_params, jax.random.PRNGKey(EVAL_KEY_SEED)))
-        params = jax.device_get(state.params)
+        episodes, params = jax.device_get((episodes, state.params))  # one transfer for both
         ev = self.evaluation
         latest = None
         for s, rec in enumerate(self.records):
@@ -455,6 +458,12 @@ class _Run:
         try:
             for i in range(start_update, n_updates):
                 state, stats = self.compiled.update(state, self.train_params)
+                last = i == n_updates - 1
+                evaluating = (i + 1) % self.eval_every_updates == 0 or last
+                # Queued before the stats sync, the evaluation runs straight after the update
+                # while the host reads the stats and formats the rows (a non-finite update
+                # discards it unread).
+                episodes = self._dispatch_evaluation(state) if evaluating else None
                 stats = jax.device_get(stats)  # the host sync of every update
                 finite = np.asarray(stats.pop(FINITE_STAT), bool)
                 if not finite.all():
@@ -464,12 +473,11 @@ class _Run:
                 rows = [{"step": str(step), "wall": _fmt(wall), "update": str(i + 1),
                          **{k: _fmt(v[s]) for k, v in stats.items()}}
                         for s in range(len(self.seeds))]
-                last = i == n_updates - 1
                 jt = None
-                if (i + 1) % self.eval_every_updates == 0 or last:
+                if evaluating:
                     report = (i + 1) % self.report_every_updates == 0 or last or \
                         i + 1 == self.eval_every_updates
-                    jt = self._evaluate(state, step, wall, rows, reporter, report)
+                    jt = self._evaluate(episodes, state, step, wall, rows, reporter, report)
                 for rec, row in zip(self.records, rows):
                     rec.rows.append(row)
                 if (i + 1) % self.checkpoint_every == 0 or last:
