@@ -38,11 +38,10 @@ def _check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> 
 
 
 class _Layouts(NamedTuple):
-    """How one configuration's adapter state, parameters and step results pack (``packing``)."""
+    """How one configuration's parameters and step results pack (``packing``)."""
 
-    carry: FlatLayout  # (key, state), or (key, state, done) for the vector env
     params: FlatLayout
-    outputs: FlatLayout  # (obs, reward, terminated, truncated, info)
+    outputs: FlatLayout  # (obs float32, reward, terminated, truncated, info)
 
 
 def _layouts(core: GateEnv, num_envs: int | None = None) -> _Layouts:
@@ -52,52 +51,51 @@ def _layouts(core: GateEnv, num_envs: int | None = None) -> _Layouts:
         if num_envs is None:
             _, state = jax.eval_shape(core.reset, key, core.default_params)
             out = jax.eval_shape(core.step, key, state, jnp.zeros(core.action_space.shape), core.default_params)
-            carry = (key, state)
         else:
             keys = jax.random.split(key, num_envs)
             _, state = jax.eval_shape(jax.vmap(core.reset, in_axes=(0, None)), keys, core.default_params)
             out = jax.eval_shape(jax.vmap(core.step, in_axes=(0, 0, 0, None)), keys, state,
                                  jnp.zeros((num_envs,) + core.action_space.shape), core.default_params)
-            carry = (key, state, jax.ShapeDtypeStruct((num_envs,), bool))
     obs, _, reward, terminated, truncated, info = out
     obs = jax.ShapeDtypeStruct(obs.shape, jnp.float32)  # the adapters' observations are float32
-    return _Layouts(FlatLayout.of(carry), FlatLayout.of(core.default_params), FlatLayout.of((obs, reward, terminated, truncated, info)))
+    return _Layouts(FlatLayout.of(core.default_params), FlatLayout.of((obs, reward, terminated, truncated, info)))
 
 
 @functools.cache
 def _compiled(core: GateEnv):
     """Compiled reset/next-episode/step of one environment configuration (shared across instances).
 
-    The adapter's key and state travel as one packed float64 vector (``packing``), the parameters
-    as another, and a step's results come back as a third: a compiled call pays per array it takes
-    and returns (bench/env_throughput.py), and the step of one env computes less than that. The PRNG
-    key is split inside the compiled calls: an eager ``jax.random.split`` per step cost more than
-    the step itself.
+    A compiled call pays per array it takes and returns (bench/env_throughput.py prints the floor), so
+    the parameters travel as one packed float64 vector and a step's results come back as another
+    (``packing``): one device-to-host copy per step. The key and state stay a pytree of device arrays
+    between calls: packing them too measured slower (the unpacked state feeds the sector loops) and
+    changed the rounding of the batched step. The PRNG key is split inside the compiled calls: an
+    eager ``jax.random.split`` per step cost more than the step itself.
 
     Returns:
-        (layouts, reset(key, params) -> (carry, obs float32), next_episode(carry, params, key=None)
-        -> (carry, obs float32) with ``key`` replacing the carried one when given, step(carry,
-        action, params) -> (carry, packed outputs)).
+        (layouts, reset(key, params) -> ((key, state), obs float32), next_episode((key, state),
+        params, key=None) -> ((key, state), obs float32) with ``key`` replacing the carried one when
+        given, step((key, state), action, params) -> ((key, state), packed outputs)).
     """
     layouts = _layouts(core)
 
     def reset(key, params):
         key, sub = jax.random.split(key)
         obs, state = core.reset(sub, layouts.params.unpack(params))
-        return layouts.carry.pack((key, state)), obs.astype(jnp.float32)
+        return (key, state), obs.astype(jnp.float32)
 
     def next_episode(carry, params, key=None):
-        carried, state = layouts.carry.unpack(carry)
+        carried, state = carry
         key, sub = jax.random.split(carried if key is None else key)
         obs, state = core.next_episode(sub, state, layouts.params.unpack(params))
-        return layouts.carry.pack((key, state)), obs.astype(jnp.float32)
+        return (key, state), obs.astype(jnp.float32)
 
     def step(carry, action, params):
-        key, state = layouts.carry.unpack(carry)
+        key, state = carry
         key, sub = jax.random.split(key)
         obs, state, reward, terminated, truncated, info = core.step(sub, state, action, layouts.params.unpack(params))
         outputs = layouts.outputs.pack((obs.astype(jnp.float32), reward, terminated, truncated, info))
-        return layouts.carry.pack((key, state)), outputs
+        return (key, state), outputs
 
     return layouts, jax.jit(reset), jax.jit(next_episode), jax.jit(step)
 
@@ -139,12 +137,11 @@ def _jitted_unpack(layout: FlatLayout):
 def _compiled_vector(core: GateEnv, num_envs: int):
     """Compiled batched reset/autoreset-step (Gymnasium's next-step autoreset semantics).
 
-    As ``_compiled``: the key, the states and the done flags travel as one packed vector, the
-    parameters as another, the step's results come back as a third.
+    As ``_compiled``: parameters and results packed, the key, states and done flags a pytree.
 
     Returns:
-        (layouts, reset(key, params) -> (carry, obs (N, obs_dim) float32), step(carry, actions,
-        params) -> (carry, packed outputs)).
+        (layouts, reset(key, params) -> ((key, states, done), obs (N, obs_dim) float32),
+        step((key, states, done), actions, params) -> ((key, states, done), packed outputs)).
     """
     layouts = _layouts(core, num_envs)
 
@@ -200,7 +197,7 @@ class GateGymEnv(gymnasium.Env):
         layouts, self._reset, self._next_episode, self._step = _compiled(self.core)
         self._params = _device_params(self.core, layouts.params)
         self._unpack = _host_unpacker(layouts.outputs)
-        self._carry = None  # packed (key, state) on the device (``_compiled``); None before the first reset
+        self._carry = None  # (key, state) device arrays (``_compiled``); None before the first reset
         self._ended = False  # the episode terminated or truncated: step() needs a reset() first
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -235,7 +232,7 @@ class GateGymEnv(gymnasium.Env):
     @property
     def _state(self):
         """The current ``EnvState`` (device arrays; None before the first reset), for inspection."""
-        return None if self._carry is None else _unpack_device(self._carry, _compiled(self.core)[0].carry)[1]
+        return None if self._carry is None else self._carry[1]
 
     def step(self, action):
         """Play one segment of K pulse samples.
@@ -289,7 +286,7 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         self._params = _device_params(self.core, layouts.params)
         self._unpack = _host_unpacker(layouts.outputs)
         self._key = None  # host copy of the key last drawn from np_random (the running key is carried)
-        self._carry = None  # packed (key, states, done flags) on the device (``_compiled_vector``)
+        self._carry = None  # (key, states, done flags) device arrays (``_compiled_vector``)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start N episodes on devices drawn from the drift.

@@ -1,8 +1,8 @@
 """A pytree of arrays as one flat float64 vector: how the Gymnasium adapters talk to their compiled calls.
 
 A compiled call made from Python pays per array it takes and returns (~3-10 us each on CPU, far more
-than the arithmetic of one step at batch 1; bench/env_throughput.py prints the floor), so the adapters
-carry their state, their parameters and each step's results as one float64 vector apiece. Packing is
+than the arithmetic of one step at batch 1; bench/env_throughput.py prints the floor), so the Gymnasium
+adapters pass their parameters and receive each step's results as one float64 vector apiece. Packing is
 exact, so it changes no number: float32 and float64 embed in float64, complex leaves as their real and
 imaginary parts, integers (int32 indices, uint32 PRNG keys; all below 2^53) and bools as their values.
 """
