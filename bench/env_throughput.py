@@ -14,6 +14,17 @@ interleaved round by round (the machine is shared; medians over rounds, ratios o
     scan N=1024      jax.jit of a lax.scan over jax.vmap(GateEnv.step_autoreset), 1024 envs, actions
                      drawn inside the scan; no Python in the loop.
 
+The single step is also timed beside what bounds it (issue 16), interleaved in the same rounds:
+
+    pytree adapter   the Gymnasium step path before issue 16 over the same core: the state as a pytree
+                     of ~24 device arrays in and out of the compiled call (``PytreeGymEnv``).
+    compiled step    the adapter's packed compiled step alone, its one device-to-host copy included,
+                     no validation or unpacking (GateGymEnv._step).
+    no-op floor      a jitted no-op taking the step's very inputs (key and state pytree, numpy action,
+                     packed parameters) and returning a copy of the state and an array of the packed
+                     output's size, plus the copy back:
+                     the dispatch cost no adapter of this shape can go below.
+
 The baseline ("eigh step") is this file's ``eigh_step``: GateEnv.step's exact observation, reward,
 flags and info (paper config: terminate mode, PE objective), with the propagation done the
 straightforward way of spec 1.3 (jnp.linalg.eigh of the 3x3 and 6x6 blocks every sample,
@@ -45,11 +56,12 @@ import gymnasium  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-
 import quantgate_env  # noqa: E402,F401  (registers ZCQPEE-v0)
 from quantgate_env import GateEnv, make  # noqa: E402
+from quantgate_env.gym_env import _check_action  # noqa: E402
 from quantgate_env.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL  # noqa: E402
 from quantgate_env.metrics import state_metrics  # noqa: E402
+from quantgate_env.packing import FlatLayout  # noqa: E402
 from quantgate_env.precision import x64_scope  # noqa: E402
 from quantgate_env.propagation import SectorState  # noqa: E402
 from timing import interleaved, load  # noqa: E402  (bench/ is on sys.path when a bench runs)
@@ -160,6 +172,70 @@ class EighGymEnv:
                     {k: np.asarray(v) for k, v in info.items()})
 
 
+class PytreeGymEnv:
+    """GateGymEnv's step path before issue 16: the state as a pytree in and out of every compiled call."""
+
+    def __init__(self, core: GateEnv):
+        self.core = core
+        with x64_scope():
+            self.params = jax.device_put(core.default_params)
+
+        def step(key, state, action, params):
+            key, sub = jax.random.split(key)
+            obs, state, reward, terminated, truncated, info = core.step(sub, state, action, params)
+            return key, state, self._layout.pack((obs, reward, terminated, truncated, info))
+
+        def reset(key, params):
+            key, sub = jax.random.split(key)
+            return key, core.reset(sub, params)[1]
+
+        with x64_scope():
+            _, state = jax.eval_shape(core.reset, jax.random.PRNGKey(0), core.default_params)
+            out = jax.eval_shape(core.step, jax.random.PRNGKey(0), state, jnp.zeros(3), core.default_params)
+        self._layout = FlatLayout.of((out[0],) + out[2:])
+        self._unpack = self._layout.host_unpacker()
+        self._step, self._reset = jax.jit(step), jax.jit(reset)
+        self._key = jax.random.PRNGKey(0)
+        self.reset()
+
+    def reset(self):
+        with x64_scope():
+            self._key, self._state = self._reset(self._key, self.params)
+
+    def step(self, action):
+        action = _check_action(action, (self.core.config.n_time_steps,))
+        with x64_scope():
+            self._key, self._state, packed = self._step(self._key, self._state, action, self.params)
+        obs, reward, terminated, truncated, info = self._unpack(np.asarray(packed))
+        return obs.astype(np.float32), float(reward), bool(terminated), bool(truncated), info
+
+
+class _Floor:
+    """A zero-argument-step stand-in with ``step(action)`` timing only a compiled call and its copy back."""
+
+    def __init__(self, call):
+        self.step, self.reset = call, lambda: None
+
+
+def step_floors(env) -> dict:
+    """The packed compiled step alone, and a jitted no-op with the same inputs, as ``step(action)`` objects."""
+    gym = env.unwrapped
+    carry, params = gym._carry, gym._params
+    with x64_scope():
+        n_out = gym._step(carry, np.zeros(3), params)[1].shape[0]
+        noop = jax.jit(lambda c, a, p: (jax.tree.map(jnp.copy, c), jnp.zeros(n_out) + a[0]))
+
+    def compiled(action):
+        with x64_scope():
+            return np.asarray(gym._step(carry, np.asarray(action, np.float64), params)[1])
+
+    def floor(action):
+        with x64_scope():
+            return np.asarray(noop(carry, np.asarray(action, np.float64), params)[1])
+
+    return {"compiled step": _Floor(compiled), "no-op floor": _Floor(floor)}
+
+
 class EighVectorEnv:
     """A jitted vmapped eigh autoreset step called from Python, outputs converted to numpy."""
 
@@ -236,19 +312,21 @@ def main():
     print(f"eigh-step baseline vs GateEnv.step over 40 steps: max |obs, reward difference| = {check_baseline(core):.1e}")
     rows = []
 
-    # -- Gymnasium env stepped from Python ---------------------------------------------------------
+    # -- Gymnasium env stepped from Python, beside the pre-16 adapter and the floors ------------------
     env = gymnasium.make("quantgate_env:ZCQPEE-v0")
     env.reset(seed=0)
-    base = EighGymEnv(make())
+    single = {"pkg": env, "eigh": EighGymEnv(make()), "pytree adapter": PytreeGymEnv(make()), **step_floors(env)}
     acts = zero_mean_actions(rng, (gym_steps, cfg.n_time_steps))
-    for e in (env, base):  # compile and warm up
+    for e in single.values():  # compile and warm up
         python_loop_seconds(e, acts[:5])
-    t = {"pkg": [], "eigh": []}
-    for r in range(rounds):
-        for name, e in ((("pkg", env), ("eigh", base)) if r % 2 == 0 else (("eigh", base), ("pkg", env))):
-            e.reset()  # untimed; gym_steps < 333, so no episode ends inside the timed loop
-            t[name].append(python_loop_seconds(e, acts))
-    rows.append(("gym single (Python loop)", 1, gym_steps, t))
+
+    single_t = {name: [] for name in single}
+    names = list(single)
+    for r in range(rounds):  # interleaved, order rotated every round; resets untimed (no episode ends: gym_steps < 333)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            single[name].reset()
+            single_t[name].append(python_loop_seconds(single[name], acts))
+    rows.append(("gym single (Python loop)", 1, gym_steps, single_t))
 
     # -- vector env stepped from Python ------------------------------------------------------------
     for n in (64, 1024):
@@ -282,10 +360,10 @@ def main():
                 cells.append(f"{med[name]:9.3g} [{min(sps):.2g}..{max(sps):.2g}]")
             print(f"  {label:<30}{cells[0]:>32}{cells[1]:>32}{med['pkg'] / med['eigh']:>7.2f}x")
         label, _, steps, t = rows[0]
-        print(f"  gym single step latency (median): quantgate-env "
-              f"{1e6 * statistics.median(s[col] for s in t['pkg']) / steps:.0f} us, "
-              f"eigh baseline {1e6 * statistics.median(s[col] for s in t['eigh']) / steps:.0f} us"
-              + (" (CPU time per step)" if col else ""))
+        us = {name: 1e6 * statistics.median(s[col] for s in t[name]) / steps for name in t}
+        print("  gym single step, " + ("CPU " if col else "") + "us per step (median): "
+              + ", ".join(f"{name} {v:.0f}" for name, v in us.items())
+              + f"; pytree adapter / pkg {us['pytree adapter'] / us['pkg']:.2f}x, eigh / pkg {us['eigh'] / us['pkg']:.2f}x")
     print(f"total {time.perf_counter() - t_start:.0f} s; {load()}; BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
 
 
