@@ -80,8 +80,12 @@ def test_trpo_trains_a_user_network(tmp_path):
 
 
 def test_cli_network_flag_trains_the_same_run(tmp_path):
-    """--network / --network-option give the run the Python arguments give (same config)."""
-    argv = ["--algo", "ppo", "--env", TOY_ENV, "--seed", "1", "--out", str(tmp_path),
+    """--network / --network-option give the run the Python arguments give (same config).
+
+    ``--preset paper``: the Python call trains the config class's defaults, which that preset is.
+    """
+    argv = ["--algo", "ppo", "--preset", "paper", "--env", TOY_ENV, "--seed", "1",
+            "--out", str(tmp_path),
             "--total-steps", str(CFG["total_steps"]), "--eval-every", str(2 * 512),
             "--checkpoint-every", "2", "--progress", "off", "--network", SPEC,
             "--network-option", "width=16", "--n-envs", "16", "--n-steps", "32",
