@@ -134,3 +134,21 @@ def test_trainer_evaluates_each_update_on_its_own_parameters(tmp_path):
         want = eval_summary({k: v[s] for k, v in episodes.items()}, evaluation_of(env))
         assert rows[-1]["eval_return"] == trainer._fmt(want["eval_return"])
         assert rows[-1]["eval_len"] == trainer._fmt(want["eval_len"])
+
+
+def test_param_shapes_is_cached_per_definition_and_returns_a_copy():
+    # Policy checks parameters against param_shapes at every evaluation; it is traced once per
+    # definition, and a caller editing the returned tree must not change what the next one gets.
+    from jaxrl_agents.common.networks import ActorCritic, _param_shapes
+
+    model = ActorCritic(5, "gaussian", (2,), hidden=(16, 8))
+    first = model.param_shapes()
+    assert first["actor"]["log_std"] == (2,)
+    assert first["actor"]["net"]["dense_0"]["kernel"] == (5, 16)
+    assert first["critic"]["net"]["dense_2"]["kernel"] == (8, 1)
+    hits = _param_shapes.cache_info().hits
+    first["actor"]["log_std"] = (99,)
+    again = ActorCritic(5, "gaussian", (2,), hidden=(16, 8)).param_shapes()  # equal definition
+    assert _param_shapes.cache_info().hits == hits + 1
+    assert again["actor"]["log_std"] == (2,)
+    assert ActorCritic(5, "gaussian", (3,), hidden=(16, 8)).param_shapes()["actor"]["log_std"] == (3,)
