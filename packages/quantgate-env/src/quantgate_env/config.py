@@ -17,13 +17,18 @@ from .hamiltonian import CONTROL_LINES
 from .metrics import OBJECTIVES
 from .validation import choice, finite_number
 
-__all__ = ["ACTION_MODES", "EnvConfig", "MultiGateConfig", "OOB_MODES", "PRECISIONS", "QUBIT_AMP_BOUND"]
+__all__ = ["ACTION_MODES", "EnvConfig", "MultiGateConfig", "OOB_MODES", "PRECISIONS", "PROPAGATIONS",
+           "QUBIT_AMP_BOUND"]
 
 OOB_MODES = ("terminate", "clip")
 #: ``precision``: "float64" (the default; needs JAX's x64 mode) or "float32" (every array float32,
 #: traceable inside a float32 program; J_T errs by ~1e-7 to 1e-6, see the README's Precision).
 PRECISIONS = ("float64", "float32")
 ACTION_MODES = ("continuous", "discrete")
+#: ``propagation``: "exact" (the default: the series every earlier run was computed with, bit for
+#: bit) or "fast" (the same series unrolled with element-wise products, ``fast_propagation``: equal
+#: to rounding, ~1e-15 per sample, but not bit for bit; for new campaigns).
+PROPAGATIONS = ("exact", "fast")
 
 #: Default qubit-line amplitude bound, rad/ns: 2 pi x 0.3 GHz. Flux-tuned transmons in
 #: Sycamore-class chips make excursions of a few hundred MHz during two-qubit gates; going further
@@ -71,6 +76,9 @@ class EnvConfig:
             instance, kept across auto-resets (what v1's domain-randomised env did).
         precision: "float64" (default: the physics needs JAX's x64 mode, exact to ~1e-14) or
             "float32" (every array float32, no x64 needed; sectors re-normalised every sample).
+        propagation: "exact" (default: the rolled Taylor series the paper's runs reproduce bit for
+            bit) or "fast" (the same series unrolled, element-wise products: faster at small
+            batches, equal to rounding but not bit for bit; ``quantgate_env.fast_propagation``).
     """
 
     pulse_length: int = 1000
@@ -96,6 +104,7 @@ class EnvConfig:
     g_drift_mhz: float = 0.0
     resample_drift: bool = True
     precision: str = "float64"
+    propagation: str = "exact"
 
     def __post_init__(self):
         for name in ("pulse_length", "n_time_steps"):
@@ -140,6 +149,7 @@ class EnvConfig:
         if not isinstance(self.resample_drift, bool):
             raise ValueError(f"resample_drift: expected True or False, got {self.resample_drift!r}")
         choice("precision", self.precision, PRECISIONS)
+        choice("propagation", self.propagation, PROPAGATIONS)
 
     @property
     def dt(self) -> float:

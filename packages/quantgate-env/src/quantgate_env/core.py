@@ -6,7 +6,8 @@ Both are thin views that convert arrays to their public shapes (a (K,) action an
 observation; agent-keyed dicts). Everything that decides the MDP lives here, once:
 
 * ``step``: actions -> amplitudes (continuous deltas or discrete levels, clip, excess), exact
-  propagation, metrics, reward, flags, infos; a finished state is frozen (below);
+  propagation (``config.env.propagation``: the default series, or its fast form), metrics,
+  reward, flags, infos; a finished state is frozen (below);
 * ``next_episode``: the one rule for starting the next episode after one ends (a device drawn
   afresh with ``resample_drift``, else the finished episode's device), used by ``step_autoreset``
   and by every adapter (Gymnasium, PettingZoo, gymnax, JaxMARL);
@@ -43,6 +44,7 @@ import numpy as np
 from .config import MultiGateConfig
 from .device import DeviceParams, nominal_device
 from .drift import DriftParams, draw_device
+from .fast_propagation import propagate_samples_lines_fast
 from .hamiltonian import SectorDrift, line_diagonals, sector_drift
 from .metrics import state_metrics
 from .plan import lines_plan
@@ -362,8 +364,11 @@ class GateCore:
         excess = jnp.sum(normalised_excess(requested, bounds_col), axis=-1)  # (n_lines,)
         amps = jnp.clip(requested, -bounds_col, bounds_col)
 
-        sectors, _ = propagate_samples_lines(state.sectors, state.drift_blocks, amps.T, diagonals, env_cfg.dt, self.plan,
-                                             renormalised=env_cfg.precision == "float32")
+        # "exact" (default) is the series every earlier run reproduces bit for bit; "fast" the same
+        # series unrolled (``fast_propagation``), equal to rounding only
+        propagate = propagate_samples_lines if env_cfg.propagation == "exact" else propagate_samples_lines_fast
+        sectors, _ = propagate(state.sectors, state.drift_blocks, amps.T, diagonals, env_cfg.dt, self.plan,
+                               renormalised=env_cfg.precision == "float32")
         # A finished episode is frozen: its sectors are kept and the step's quantities are
         # selected away at the end (the arithmetic above and below is the unfrozen step's, op for
         # op, so a live step rounds exactly as before the freeze existed).

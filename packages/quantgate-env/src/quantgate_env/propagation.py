@@ -196,6 +196,37 @@ def theta_bound_lines(
     return worst
 
 
+class _PreparedBlock(NamedTuple):
+    """One block's per-sample quantities, shared by the exact and the fast series.
+
+    Attributes:
+        generator: (n, n) real (H - c) tau, tau = dt / substeps (dimensionless).
+        centre: () Gershgorin centre c, rad/ns.
+        half_width: () Gershgorin half-width, rad/ns.
+        tau: sub-step duration, ns.
+    """
+
+    generator: jnp.ndarray
+    centre: jnp.ndarray
+    half_width: jnp.ndarray
+    tau: float
+
+
+def _prepare_block(h: jnp.ndarray, shift: jnp.ndarray, dt, plan: TaylorPlan) -> _PreparedBlock:
+    """The shifted, scaled generator of exp(-i (h + diag(shift)) dt) and its Gershgorin interval."""
+    hu = h + jnp.diag(shift)
+    centre, half_width = _gershgorin(hu)
+    tau = dt / plan.substeps
+    return _PreparedBlock((hu - centre * jnp.eye(h.shape[0], dtype=h.dtype)) * tau, centre, half_width, tau)
+
+
+def _finish_block(re: jnp.ndarray, im: jnp.ndarray, block: _PreparedBlock, dt, plan: TaylorPlan) -> jnp.ndarray:
+    """The series' real and imaginary parts times exp(-i c dt), NaN where the sample exceeds the plan."""
+    out = jax.lax.complex(re, im) * jnp.exp(-1j * block.centre * dt)
+    exact = block.half_width * block.tau <= plan.theta_max / plan.substeps * (1.0 + 1e-9)
+    return jnp.where(exact, out, jnp.nan)
+
+
 def _expm_apply(h: jnp.ndarray, control: np.ndarray, u, dt, psi: jnp.ndarray, plan: TaylorPlan):
     """exp(-i (h + u diag(control)) dt) @ psi for a real symmetric block, in real arithmetic.
 
@@ -236,13 +267,8 @@ def _expm_apply_blocks(blocks, dt, plan: TaylorPlan):
     Each block's arithmetic is op for op that of a loop of its own; one loop for both sectors
     halves the loop iterations, whose fixed cost dominates a step at batch 1 (bench/env_throughput.py).
     """
-    prepared = []
-    for h, shift, _ in blocks:
-        hu = h + jnp.diag(shift)
-        centre, half_width = _gershgorin(hu)
-        tau = dt / plan.substeps
-        prepared.append(((hu - centre * jnp.eye(h.shape[0], dtype=h.dtype)) * tau, centre, half_width, tau))
-    generators = tuple(a for a, *_ in prepared)
+    prepared = tuple(_prepare_block(h, shift, dt, plan) for h, shift, _ in blocks)
+    generators = tuple(block.generator for block in prepared)
 
     def add_term(k, carry):
         out = []
@@ -258,12 +284,7 @@ def _expm_apply_blocks(blocks, dt, plan: TaylorPlan):
         # differently (XLA fuses across terms): the rolled form is the one the results are pinned to
         carry = jax.lax.fori_loop(1, plan.degree + 1, add_term, tuple((re, im, re, im) for re, im in parts))
         parts = tuple((re, im) for re, im, _, _ in carry)
-    results = []
-    for (re, im), (_, centre, half_width, tau) in zip(parts, prepared):
-        out = jax.lax.complex(re, im) * jnp.exp(-1j * centre * dt)
-        exact = half_width * tau <= plan.theta_max / plan.substeps * (1.0 + 1e-9)
-        results.append(jnp.where(exact, out, jnp.nan))
-    return tuple(results)
+    return tuple(_finish_block(re, im, block, dt, plan) for (re, im), block in zip(parts, prepared))
 
 
 def propagate_sample(state: SectorState, drift: SectorDrift, u, dt, plan: TaylorPlan) -> SectorState:
@@ -292,7 +313,7 @@ def renormalise(state: SectorState) -> SectorState:
 
 def propagate_samples_lines(
     state: SectorState, drift: SectorDrift, amps: jnp.ndarray, diagonals: tuple[np.ndarray, np.ndarray], dt,
-    plan: TaylorPlan, renormalised: bool = False,
+    plan: TaylorPlan, renormalised: bool = False, expm_blocks=None, unroll: int | bool = 1,
 ) -> tuple[SectorState, SectorState]:
     """``propagate_samples`` for several control lines played at once.
 
@@ -305,10 +326,14 @@ def propagate_samples_lines(
         dt: sample duration, ns.
         plan: static Taylor plan covering the lines' bounds (``theta_bound_lines``).
         renormalised: apply ``renormalise`` after every sample (the float32 mode; static).
+        expm_blocks: the block exponential, ``_expm_apply_blocks``'s signature (static; None: the
+            exact series; ``fast_propagation`` passes its own).
+        unroll: ``lax.scan``'s unroll over samples (static; 1 keeps the exact path's program).
 
     Returns:
         (final state, stacked states with a leading n_samples axis).
     """
+    expm_blocks = _expm_apply_blocks if expm_blocks is None else expm_blocks
     d1, d2 = np.asarray(diagonals[0]), np.asarray(diagonals[1])
 
     def shift(u, d):
@@ -320,14 +345,14 @@ def propagate_samples_lines(
         return total
 
     def body(carry, u):
-        psi1, psi2 = _expm_apply_blocks(((drift.h1, shift(u, d1), carry.psi1),
-                                         (drift.h2, shift(u, d2), carry.psi2[:, None])), dt, plan)
+        psi1, psi2 = expm_blocks(((drift.h1, shift(u, d1), carry.psi1),
+                                  (drift.h2, shift(u, d2), carry.psi2[:, None])), dt, plan)
         nxt = SectorState(psi1, psi2[:, 0])
         if renormalised:
             nxt = renormalise(nxt)
         return nxt, nxt
 
-    return jax.lax.scan(body, state, amps)
+    return jax.lax.scan(body, state, amps, unroll=unroll)
 
 
 def propagate_samples(
