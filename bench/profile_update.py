@@ -58,8 +58,10 @@ def _import_revision(rev: str):
     The package imports itself relatively only, so the two versions live side by side in one
     process and their updates can be timed interleaved and compared bit for bit.
     """
+    import atexit
     import importlib
     import io
+    import shutil
     import subprocess
     import tarfile
 
@@ -68,6 +70,7 @@ def _import_revision(rev: str):
     tar = subprocess.run(["git", "-C", root, "archive", rev, src], capture_output=True,
                          check=True).stdout
     dst = tempfile.mkdtemp(prefix="jaxrl_agents_at_rev_")
+    atexit.register(shutil.rmtree, dst, True)
     tarfile.open(fileobj=io.BytesIO(tar)).extractall(dst, filter="data")
     os.rename(os.path.join(dst, src), os.path.join(dst, "jaxrl_agents_at_rev"))
     sys.path.insert(0, dst)
