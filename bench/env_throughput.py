@@ -9,6 +9,9 @@ interleaved round by round (the machine is shared; medians over rounds, ratios o
 
     gym single       gymnasium.make("quantgate_env:ZCQPEE-v0") stepped from Python (steps/s and
                      microseconds per step, the user-facing latency).
+
+Each path runs twice, interleaved in the same rounds: the default ``propagation="exact"`` ("pkg",
+"exact") and the opt-in ``propagation="fast"`` ("fast", ``quantgate_env.fast_propagation``).
     vector N         gymnasium.make_vec(..., num_envs=N, vectorization_mode="vector_entry_point"),
                      N = 64 and 1024, stepped from Python.
     scan N=1024      jax.jit of a lax.scan over jax.vmap(GateEnv.step_autoreset), 1024 envs, actions
@@ -315,7 +318,10 @@ def main():
     # -- Gymnasium env stepped from Python, beside the pre-16 adapter and the floors ------------------
     env = gymnasium.make("quantgate_env:ZCQPEE-v0")
     env.reset(seed=0)
-    single = {"pkg": env, "eigh": EighGymEnv(make()), "pytree adapter": PytreeGymEnv(make()), **step_floors(env)}
+    fast_env = gymnasium.make("quantgate_env:ZCQPEE-v0", propagation="fast")
+    fast_env.reset(seed=0)
+    single = {"pkg": env, "fast": fast_env, "eigh": EighGymEnv(make()), "pytree adapter": PytreeGymEnv(make()),
+              **step_floors(env)}
     acts = zero_mean_actions(rng, (gym_steps, cfg.n_time_steps))
     for e in single.values():  # compile and warm up
         python_loop_seconds(e, acts[:5])
@@ -332,38 +338,48 @@ def main():
     for n in (64, 1024):
         venv = gymnasium.make_vec("quantgate_env:ZCQPEE-v0", num_envs=n, vectorization_mode="vector_entry_point")
         venv.reset(seed=0)
+        vfast = gymnasium.make_vec("quantgate_env:ZCQPEE-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                                   propagation="fast")
+        vfast.reset(seed=0)
         vbase = EighVectorEnv(make(), n)
         vacts = zero_mean_actions(rng, (vec_steps, n, cfg.n_time_steps))
-        for e in (venv, vbase):
+        for e in (venv, vfast, vbase):
             python_loop_seconds(e, vacts[:2])
         t = interleaved({"pkg": lambda: python_loop_seconds(venv, vacts),
+                         "fast": lambda: python_loop_seconds(vfast, vacts),
                          "eigh": lambda: python_loop_seconds(vbase, vacts)}, rounds)
         rows.append((f"vector N={n} (Python loop)", n, vec_steps, t))
         venv.close()
+        vfast.close()
 
     # -- jitted scan over vmapped step_autoreset ---------------------------------------------------
     n = 1024
+    fast_core = make(propagation="fast")
     pkg_scan = scan_rollout(core.step_autoreset, core, n, scan_steps)
+    fast_scan = scan_rollout(fast_core.step_autoreset, fast_core, n, scan_steps)
     eigh_scan = scan_rollout(eigh_step_autoreset(core), core, n, scan_steps)
-    pkg_scan(), eigh_scan()
-    t = interleaved({"pkg": pkg_scan, "eigh": eigh_scan}, rounds)
+    pkg_scan(), fast_scan(), eigh_scan()
+    t = interleaved({"pkg": pkg_scan, "fast": fast_scan, "eigh": eigh_scan}, rounds)
     rows.append((f"jit scan N={n}, {scan_steps} steps", n, scan_steps, t))
 
     for col, what in ((0, "env steps per wall-clock second"), (1, "env steps per CPU second of this process")):
         print(f"\n{what} (median over {rounds} interleaved rounds [slowest..fastest]); baseline = eigh step, same harness")
-        print(f"  {'path':<30}{'quantgate-env':>32}{'eigh baseline':>32}{'ratio':>8}")
+        print(f"  {'path':<30}{'exact (default)':>28}{'fast':>28}{'eigh baseline':>28}"
+              f"{'exact/eigh':>12}{'fast/eigh':>11}{'fast/exact':>12}")
         for label, n_envs, steps, t in rows:
             cells, med = [], {}
-            for name in ("pkg", "eigh"):
+            for name in ("pkg", "fast", "eigh"):
                 sps = [n_envs * steps / s[col] for s in t[name]]
                 med[name] = statistics.median(sps)
                 cells.append(f"{med[name]:9.3g} [{min(sps):.2g}..{max(sps):.2g}]")
-            print(f"  {label:<30}{cells[0]:>32}{cells[1]:>32}{med['pkg'] / med['eigh']:>7.2f}x")
+            print(f"  {label:<30}{cells[0]:>28}{cells[1]:>28}{cells[2]:>28}{med['pkg'] / med['eigh']:>11.2f}x"
+                  f"{med['fast'] / med['eigh']:>10.2f}x{med['fast'] / med['pkg']:>11.2f}x")
         label, _, steps, t = rows[0]
         us = {name: 1e6 * statistics.median(s[col] for s in t[name]) / steps for name in t}
         print("  gym single step, " + ("CPU " if col else "") + "us per step (median): "
               + ", ".join(f"{name} {v:.0f}" for name, v in us.items())
-              + f"; pytree adapter / pkg {us['pytree adapter'] / us['pkg']:.2f}x, eigh / pkg {us['eigh'] / us['pkg']:.2f}x")
+              + f"; pytree adapter / pkg {us['pytree adapter'] / us['pkg']:.2f}x, eigh / pkg {us['eigh'] / us['pkg']:.2f}x,"
+              f" eigh / fast {us['eigh'] / us['fast']:.2f}x")
     print(f"total {time.perf_counter() - t_start:.0f} s; {load()}; BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
 
 
