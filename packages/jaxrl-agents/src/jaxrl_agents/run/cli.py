@@ -81,7 +81,12 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
-    fields = p.add_argument_group(f"{algo} config ({cfg_cls.__name__})")
+    changes = "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in sorted(pr.config.items()))
+                        for n, pr in sorted(presets.items()) if pr.config)
+    fields = p.add_argument_group(
+        f"{algo} config ({cfg_cls.__name__})",
+        "defaults below are the paper's (--preset paper)" + (
+            f"; the other presets change them ({changes})" if changes else ""))
     from ..common.networks import ACTIVATIONS
 
     add_config_flags(fields, cfg_cls, skip=("total_steps",), activation_choices=sorted(ACTIVATIONS))
