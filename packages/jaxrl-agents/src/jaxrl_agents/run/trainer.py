@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import importlib.metadata
 import json
 import math
@@ -51,7 +52,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -236,7 +237,9 @@ class _SeedRecord:
         self.best = math.inf  # the env's evaluation score, as a number to minimise
         self.best_step = -1
         self._unsaved_evals = False
-        self._unsaved_policies: dict[str, Any] = {}  # policy directory name -> policy
+        # policy directory name -> () -> policy: built only when written (`save`), since an
+        # evaluation after every update would otherwise build two per update for nothing.
+        self._unsaved_policies: dict[str, Callable[[], Any]] = {}
 
     def restore(self, rows: list[dict[str, str]], evals: dict[str, np.ndarray], best: float,
                 best_step: int) -> None:
@@ -252,9 +255,9 @@ class _SeedRecord:
             self.evals.setdefault(k, []).append(np.asarray(v))
         self._unsaved_evals = True
 
-    def set_policy(self, name: str, policy) -> None:
-        """Keep `policy` as this run's ``name`` policy (`BEST_POLICY_DIR` / `LAST_POLICY_DIR`)."""
-        self._unsaved_policies[name] = policy
+    def set_policy(self, name: str, make_policy: Callable[[], Any]) -> None:
+        """Keep ``make_policy()`` as this run's ``name`` policy (`BEST_POLICY_DIR` / `LAST_POLICY_DIR`)."""
+        self._unsaved_policies[name] = make_policy
 
     def flush(self) -> None:
         """Rewrite progress.csv (cheap: one row per update)."""
@@ -267,8 +270,8 @@ class _SeedRecord:
             atomic_savez(os.path.join(self.run_dir, EVALS_NPZ),
                          {k: np.stack(v) for k, v in self.evals.items()})
             self._unsaved_evals = False
-        for name, policy in self._unsaved_policies.items():
-            _save_policy(policy, os.path.join(self.run_dir, name))
+        for name, make_policy in self._unsaved_policies.items():
+            _save_policy(make_policy(), os.path.join(self.run_dir, name))
         self._unsaved_policies = {}
 
 
@@ -400,7 +403,7 @@ class _Run:
                        else eval_summary(ep, ev))
             rows[s].update({k: _fmt(v) for k, v in summary.items()})
             rec.add_eval(step, ep)
-            policy = self._policy(params, s, step, summary)
+            policy = functools.partial(self._policy, params, s, step, summary)
             rec.set_policy(LAST_POLICY_DIR, policy)
             score = score_to_minimise(summary, ev.score, ev.score_mode)
             crossed = None
