@@ -132,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 seeds=args.seeds if args.seeds is not None else (args.seed,),
                 eval_every=(preset.eval_every_steps(cfg.rollout_size)
                             if args.eval_every is None else args.eval_every),
-                report_every=(preset.report_every if args.report_every is None
-                              else args.report_every),
+                report_every=args.report_every,
                 preset=preset.name, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
                 argv=["jaxrl-train", *argv])

@@ -36,9 +36,6 @@ class Preset:
         eval_every: environment steps between evaluations; None evaluates after every update
             (one deterministic episode: cheap beside an update, and "best J_T" is the minimum over
             every policy the run produced, as in the paper).
-        report_every: environment steps between printed evaluation lines (every evaluation is
-            still recorded; new-best decades are printed whenever they happen); None: about 25
-            lines over the run.
     """
 
     name: str
@@ -46,7 +43,6 @@ class Preset:
     config: Mapping[str, Any]
     total_steps: int
     eval_every: int | None = None
-    report_every: int | None = None
 
     def eval_every_steps(self, rollout_size: int) -> int:
         """`eval_every` in environment steps for updates of `rollout_size` steps."""
