@@ -37,7 +37,7 @@ def _reset_all(env, keys, env_params):
 
 
 def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, opt_init,
-                     log_std_init: float = 0.0) -> TrainState:
+                     log_std_init: float = 0.0, params=None) -> TrainState:
     """Fresh state: the seed key splits into (network, environments, training) keys.
 
     Runs eagerly (network init uses a host QR); the environment resets are one jitted call.
@@ -50,10 +50,19 @@ def init_train_state(seed_key: jax.Array, model, env, env_params, n_envs: int, o
         n_envs: number of parallel environments.
         opt_init: params -> optimiser state (the algorithm decides what it optimises).
         log_std_init: initial log standard deviation of a Gaussian head (every action
-            dimension); 0 (std 1) is the network's own initialisation.
+            dimension); 0 keeps the initial parameters' own (std 1 for a fresh network, the
+            learned std for `params`).
+        params: initial ``{"actor", "critic"}`` parameters (a fine-tuning start, laid out as
+            ``model.init``'s); None: a fresh network. The seed key is split the same way either
+            way, so the environments and the training key do not depend on where the
+            parameters came from.
     """
     k_net, k_env, key = jax.random.split(seed_key, 3)
-    params = model.init(k_net)
+    if params is None:
+        params = model.init(k_net)
+    else:  # a private copy: the log-std override below must not write into the caller's tree
+        params = jax.tree_util.tree_map(jnp.asarray, params)
+        params = {"actor": dict(params["actor"]), "critic": params["critic"]}
     if log_std_init != 0.0 and "log_std" in params["actor"]:
         log_std = params["actor"]["log_std"]
         params["actor"]["log_std"] = jnp.full(log_std.shape, log_std_init, log_std.dtype)

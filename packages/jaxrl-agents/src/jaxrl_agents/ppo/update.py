@@ -27,10 +27,11 @@ from .config import PPOConfig
 __all__ = ["init", "make_phases", "make_update"]
 
 
-def init(seed_key, model, env, env_params, cfg: PPOConfig) -> TrainState:
-    """Initial train state for one seed (see `init_train_state`)."""
+def init(seed_key, model, env, env_params, cfg: PPOConfig, params=None) -> TrainState:
+    """Initial train state for one seed (see `init_train_state`; `params`: a fine-tuning start)."""
     return init_train_state(seed_key, model, env, env_params, cfg.n_envs,
-                            make_optimizer(cfg.adam_eps, cfg.max_grad_norm).init, cfg.log_std_init)
+                            make_optimizer(cfg.adam_eps, cfg.max_grad_norm).init, cfg.log_std_init,
+                            params)
 
 
 def make_phases(model, env, cfg: PPOConfig):

@@ -82,7 +82,9 @@ class Compiled(NamedTuple):
 
     Attributes:
         model: the `ActorCritic` definition.
-        init: (S, 2) seed keys, env_params -> TrainState with leaves (S, ...) (eager, per seed).
+        init: (S, 2) seed keys, env_params[, params] -> TrainState with leaves (S, ...) (eager,
+            per seed); PPO and TRPO take optional initial parameters of one seed (fine-tuning),
+            which every seed starts from.
         update: (TrainState (S, ...), env_params) -> (TrainState, stats dict of (S,) arrays);
             the input state is donated (its buffers are reused). ``stats[FINITE_STAT]`` (S,) bool
             says whether the seed's new parameters, optimiser state and learning losses are all
@@ -121,8 +123,8 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
     module, _ = get_algorithm(name)
     model = model_for(env, cfg)
 
-    def init(seed_keys, env_params):
-        states = [module.init(k, model, env, env_params, cfg) for k in seed_keys]
+    def init(seed_keys, env_params, params=None):
+        states = [module.init(k, model, env, env_params, cfg, params) for k in seed_keys]
         return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
     rollout_phase, learn_phase = module.make_phases(model, env, cfg)

@@ -8,6 +8,7 @@ Examples::
     jaxrl-train --algo ppo --seeds 1 2 3 --activation relu --env-option max_drift=0.05
     jaxrl-train --resume runs/ppo_20250101-120000_s1
     jaxrl-train --resume runs/trpo_20250101-120000_s1 --total-steps 40000000   # extend a run
+    jaxrl-train --preset fast --init-from runs/ppo_..._s1 --lr 1e-4 --log-std-init -4   # fine-tune
     jaxrl-train --algo trpo --help                # lists TRPO's fields and presets
 
 A preset (presets.py) sets the hyper-parameters, the step budget and the evaluation cadence:
@@ -78,6 +79,10 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--tag", default="", help="suffix of the run directory name")
     run.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto",
                      help="progress display (auto: bar on a terminal, plain lines otherwise)")
+    run.add_argument("--init-from", metavar="DIR", default=None,
+                     help="start every seed from this run's best policy (or a policy directory): "
+                          "a fine-tuning phase with its own config, optimiser and run directory; "
+                          "a nonzero --log-std-init replaces the policy's learned std")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 report_every=args.report_every,
                 preset=preset.name, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
-                argv=["jaxrl-train", *argv])
+                argv=["jaxrl-train", *argv], init_from=args.init_from)
     except ValueError as e:  # bad input, a corrupt run file, a run directory in use
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 2

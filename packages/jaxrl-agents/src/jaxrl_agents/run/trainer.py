@@ -67,6 +67,7 @@ from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .algorithms import FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo, make_config, model_for
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .fileio import atomic_savez, atomic_write_json, lock_directory
+from .init_from import load_init_params
 from .progress import ProgressReporter
 from .run_files import (
     CHECKPOINT,
@@ -510,7 +511,7 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           progress: str | None = None, argv: list[str] | None = None,
           stop_after: int | None = None, network=None,
           network_options: dict | None = None, report_every: int | None = None,
-          preset: str | None = None) -> TrainResult:
+          preset: str | None = None, init_from: str | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
     Every argument is checked before a run directory is created or anything is compiled. The run
@@ -538,6 +539,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             power of ten); None: about 25 lines over the run.
         preset: the name of the `presets.Preset` the config came from, recorded in config.json
             (the config itself is what the run uses).
+        init_from: a run directory (its best policy) or a policy directory whose parameters
+            every seed starts from, for a fine-tuning phase (`init_from.load_init_params`); the
+            config's nonzero ``log_std_init`` replaces the policy's learned std. PPO and TRPO.
 
     Returns:
         `TrainResult`.
@@ -584,6 +588,12 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             env_spec, env_obj = None, env
         if not is_ippo(algo):
             model = model_for(env_obj, cfg)
+        init_params, init_record = None, None
+        if init_from is not None:
+            if is_ippo(algo):
+                raise ValueError(f"init_from: fine-tuning starts are for ppo and trpo, got algo "
+                                 f"{algo!r}")
+            init_params, init_record = load_init_params(init_from, model)
         run_dirs = make_run_dirs(out, algo, seeds, tag)
         with contextlib.ExitStack() as locks:
             try:
@@ -591,10 +601,11 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
                     locks.enter_context(lock_directory(d))
                 _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model,
                                    seeds, eval_every, checkpoint_every, tag, out, argv,
-                                   report_every, preset)
+                                   report_every, preset, init_record)
                 run = _Run(algo, cfg, env_obj, env_spec, env_options, seeds, run_dirs,
                            eval_every, checkpoint_every, progress, report_every)
-                state = run.compiled.init(run.seed_keys, run.train_params)
+                state = (run.compiled.init(run.seed_keys, run.train_params) if init_params is None
+                         else run.compiled.init(run.seed_keys, run.train_params, init_params))
             except BaseException:
                 # The run never started: leave no directory holding only its config.json.
                 locks.close()
@@ -659,7 +670,7 @@ def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, ch
 
 def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
                        eval_every, checkpoint_every, tag, out, argv, report_every=None,
-                       preset=None) -> None:
+                       preset=None, init_from=None) -> None:
     group = [os.path.basename(d) for d in run_dirs]
     # The group is found again on resume by this id (and the directory names as a first guess),
     # so a renamed or moved run directory still resumes.
@@ -678,7 +689,9 @@ def _write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, mode
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(env_spec), "backend": jax.default_backend(),
             "devices": [str(d) for d in jax.devices()],
-            "precision": {"x64": True, "network": "float32"}})
+            "precision": {"x64": True, "network": "float32"},
+            # Only fine-tuning runs carry the key: earlier config.json files stay as they were.
+            **({"init_from": init_from} if init_from is not None else {})})
 
 
 def _record_extension(run_dirs: list[str], configs: list[dict], old_total: int, new_total: int,

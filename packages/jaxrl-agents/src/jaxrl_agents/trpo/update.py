@@ -110,11 +110,14 @@ def _first_accepted(objective, kl, flat0, steps, step_dir, obj0, target_kl):
     return found, k - 1, obj, kl_k
 
 
-def init(seed_key, model, env, env_params, cfg: TRPOConfig) -> TrainState:
-    """Initial train state for one seed; the optimiser state covers the critic only."""
+def init(seed_key, model, env, env_params, cfg: TRPOConfig, params=None) -> TrainState:
+    """Initial train state for one seed; the optimiser state covers the critic only.
+
+    `params`: a fine-tuning start (see `init_train_state`); None: a fresh network.
+    """
     tx = make_optimizer(cfg.adam_eps)  # the critic's (SB3's TRPO does not clip its gradients)
     return init_train_state(seed_key, model, env, env_params, cfg.n_envs,
-                            lambda params: tx.init(params["critic"]), cfg.log_std_init)
+                            lambda p: tx.init(p["critic"]), cfg.log_std_init, params)
 
 
 def make_phases(model, env, cfg: TRPOConfig):
