@@ -1,0 +1,67 @@
+"""``python -m scripts.campaign``: run, summarise or publish a training campaign.
+
+    python -m scripts.campaign run campaigns/replication.toml [--minutes 120 | --until 17:45]
+    python -m scripts.campaign summarize campaigns/replication.toml
+    python -m scripts.campaign page campaigns/replication.toml [--out docs/results.md]
+
+``run`` starts or continues every run (see `runner`), ``summarize`` rewrites the summaries of the
+runs that exist, and ``page`` regenerates the results page from the committed summaries only.
+Errors are one line on stderr with exit 2 (bad input); ``run`` exits 3 when its deadline stopped it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .spec import load_campaign
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.campaign",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="start or continue every run of the campaign")
+    run.add_argument("campaign", help="campaign file (TOML)")
+    run.add_argument("--minutes", type=float, default=None,
+                     help="stop the current run cleanly after this many minutes")
+    run.add_argument("--until", default=None, metavar="HH:MM", help="stop at this local time")
+    run.add_argument("--entry", action="append", default=None, metavar="NAME",
+                     help="run only this entry (repeatable)")
+    run.add_argument("--progress", choices=("bar", "lines", "off"), default="lines")
+    summ = sub.add_parser("summarize", help="rewrite the summaries of the runs that exist")
+    summ.add_argument("campaign")
+    page = sub.add_parser("page", help="regenerate the results page from committed summaries")
+    page.add_argument("campaign", nargs="+")
+    page.add_argument("--out", default="docs/results.md")
+    page.add_argument("--figures", default="docs/figures/campaign")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "page":
+            from .page import write_page
+
+            print(write_page([load_campaign(p) for p in args.campaign], args.out, args.figures))
+            return 0
+        campaign = load_campaign(args.campaign)
+        if args.command == "summarize":
+            from .runner import find_run_dir
+            from .summary import write_summary
+
+            for entry, seed in campaign.schedule():
+                run_dir = find_run_dir(campaign.run_parent(entry, seed))
+                if run_dir is not None:
+                    print(write_summary(campaign, entry, seed, run_dir))
+            return 0
+        from .runner import parse_deadline, run_campaign
+
+        deadline = parse_deadline(args.minutes, args.until)
+        return run_campaign(campaign, deadline=deadline, entries=args.entry,
+                            progress=args.progress)
+    except ValueError as e:
+        print(f"campaign: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

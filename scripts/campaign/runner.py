@@ -1,0 +1,225 @@
+"""Start or continue every run of a campaign, one at a time, and summarise each when it stops.
+
+Each (entry, seed) owns one folder, ``<runs>/<entry>/s<seed>/``, passed to ``jaxrl-train --out``;
+the run directory jaxrl-train creates there is the run. So the runner needs no state of its own:
+the folders say what exists, and each run's checkpoint says how far it got.
+
+- no run directory: a new run (``jaxrl-train --algo ... --out <folder>``);
+- a run directory with a checkpoint short of its budget: ``jaxrl-train --resume`` (bit-identical
+  to an uninterrupted run); ``--total-steps`` extends it when the entry's budget grew;
+- a run directory that never reached its first checkpoint: moved aside to
+  ``<name>.incomplete-<n>`` (nothing is deleted) and started again;
+- a finished run: summarised again only if its summary is missing;
+- a run directory another process holds (its lock): waited for, then treated as above.
+
+A deadline (``--minutes`` or ``--until``) interrupts the current run with SIGINT, as Ctrl-C
+would: it stops between two updates, and its next ``run`` resumes it from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from jaxrl_agents.run.algorithms import make_config
+from jaxrl_agents.run.checkpoint import read_checkpoint
+from jaxrl_agents.run.fileio import DirectoryLockedError, lock_directory
+from jaxrl_agents.run.run_files import CHECKPOINT, RUN_CONFIG, read_run_config
+
+from .spec import Campaign, Entry
+from .summary import summary_paths, write_summary
+
+__all__ = ["find_run_dir", "run_status", "run_campaign"]
+
+
+def find_run_dir(parent: str) -> str | None:
+    """The run directory inside `parent` (a run's ``--out``), or None if there is none yet.
+
+    Raises:
+        ValueError: naming `parent`, when it holds more than one run directory.
+    """
+    if not os.path.isdir(parent):
+        return None
+    found = sorted(e.path for e in os.scandir(parent)
+                   if e.is_dir() and os.path.isfile(os.path.join(e.path, RUN_CONFIG))
+                   and ".incomplete-" not in e.name)
+    if len(found) > 1:
+        raise ValueError(f"{parent}: expected one run directory, found {len(found)} "
+                         f"({', '.join(map(os.path.basename, found))}); move the extra ones away")
+    return found[0] if found else None
+
+
+def run_status(run_dir: str) -> tuple[str, int, int]:
+    """("incomplete" | "interrupted" | "finished", steps done, steps of the budget) of a run."""
+    rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
+    cfg = make_config(rc["algo"], rc["algo_config"])
+    budget = cfg.n_updates * cfg.rollout_size
+    ckpt = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isfile(ckpt):
+        return "incomplete", 0, budget
+    _, header = read_checkpoint(ckpt)
+    done = int(header["meta"]["step"])
+    return ("finished" if done >= budget else "interrupted"), done, budget
+
+
+def _in_use(run_dir: str) -> bool:
+    """Whether another process holds `run_dir`'s lock (a run started by hand, or another runner)."""
+    try:
+        with lock_directory(run_dir):
+            return False
+    except DirectoryLockedError:
+        return True
+
+
+def _wait_while_in_use(run_dir: str, deadline: float | None, label: str) -> bool:
+    """Wait until no process holds `run_dir`; False if `deadline` came first."""
+    if _in_use(run_dir):
+        print(f"campaign: {label}: {run_dir} is in use by another process; waiting for it",
+              flush=True)
+    while _in_use(run_dir):
+        if _deadline_passed(deadline):
+            return False
+        time.sleep(10.0)
+    return True
+
+
+def _set_aside(run_dir: str) -> str:
+    n = 1
+    while os.path.exists(f"{run_dir}.incomplete-{n}"):
+        n += 1
+    target = f"{run_dir}.incomplete-{n}"
+    os.rename(run_dir, target)
+    return target
+
+
+def _train(args: list[str], deadline: float | None) -> tuple[int, bool]:
+    """Run ``jaxrl-train ARGS`` until it exits or `deadline` (time.time()); (exit code, interrupted)."""
+    child = subprocess.Popen([sys.executable, "-m", "jaxrl_agents.run.cli", *args])
+    interrupted = False
+    try:
+        while child.poll() is None:
+            if deadline is not None and time.time() >= deadline and not interrupted:
+                print("campaign: deadline reached; stopping the run between two updates", flush=True)
+                child.send_signal(signal.SIGINT)
+                interrupted = True
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # Ctrl-C reached both; let the child stop cleanly, then stop too
+        interrupted = True
+        child.wait()
+    return child.returncode, interrupted
+
+
+def _deadline_passed(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
+def run_campaign(campaign: Campaign, *, deadline: float | None = None,
+                 entries: list[str] | None = None, code_version: str | None = None,
+                 progress: str = "lines") -> int:
+    """Start or continue every (entry, seed) of `campaign` in schedule order.
+
+    Args:
+        campaign: the parsed campaign file.
+        deadline: time.time() at which to interrupt the current run and stop (None: none).
+        entries: run only these entry names (default: all).
+        code_version: the code version recorded in summaries (default: ``git describe``).
+        progress: jaxrl-train's ``--progress``.
+
+    Returns:
+        0 when every selected run finished, 3 when the deadline stopped the campaign, 1 when a run
+        failed (its exit code and output say why; the campaign stops there).
+    """
+    selected = set(entries) if entries else None
+    if selected:
+        for name in selected:
+            campaign.entry(name)  # ValueError naming the choices
+    for entry, seed in campaign.schedule():
+        if selected and entry.name not in selected:
+            continue
+        if _deadline_passed(deadline):
+            return 3
+        parent = campaign.run_parent(entry, seed)
+        run_dir = find_run_dir(parent)
+        label = f"{entry.name} seed {seed}"
+        if run_dir is not None:
+            if not _wait_while_in_use(run_dir, deadline, label):
+                return 3
+            status, done, budget = run_status(run_dir)
+            if status == "incomplete":
+                print(f"campaign: {label}: {run_dir} never reached a checkpoint; moved to "
+                      f"{_set_aside(run_dir)}", flush=True)
+                run_dir = None
+        if run_dir is None:
+            source = _source_dir(campaign, entry, seed)
+            if entry.init_from is not None and source is None:
+                print(f"campaign: {label}: waits for {entry.init_from} seed {seed} to finish",
+                      flush=True)
+                continue
+            os.makedirs(parent, exist_ok=True)
+            print(f"campaign: {label}: new run under {parent}", flush=True)
+            code, interrupted = _train([*entry.train_args(seed, parent, source), "--progress",
+                                        progress], deadline)
+        elif status == "finished" and budget >= _budget(run_dir, entry):
+            if not os.path.isfile(summary_paths(campaign, entry, seed)["json"]):
+                write_summary(campaign, entry, seed, run_dir, code_version)
+            continue
+        else:
+            extend = _budget(run_dir, entry)
+            args = ["--resume", run_dir, "--progress", progress]
+            if extend > budget:
+                args += ["--total-steps", str(entry.total_steps)]
+            print(f"campaign: {label}: resuming {run_dir} at step {done:,} of {max(budget, extend):,}",
+                  flush=True)
+            code, interrupted = _train(args, deadline)
+        run_dir = find_run_dir(parent)
+        if run_dir is not None and os.path.isfile(os.path.join(run_dir, "progress.csv")):
+            path = write_summary(campaign, entry, seed, run_dir, code_version)
+            print(f"campaign: {label}: summary {path}", flush=True)
+        if interrupted:
+            return 3
+        if code != 0:
+            print(f"campaign: {label}: jaxrl-train exited with {code}; stopping", flush=True)
+            return 1
+    return 0
+
+
+def _budget(run_dir: str, entry: Entry) -> int:
+    """The entry's budget in whole updates of the run's rollout size."""
+    rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
+    cfg = make_config(rc["algo"], {**rc["algo_config"], "total_steps": entry.total_steps})
+    return cfg.n_updates * cfg.rollout_size
+
+
+def _source_dir(campaign: Campaign, entry: Entry, seed: int) -> str | None:
+    """The finished run a fine-tuning entry starts from for `seed` (None: not there yet)."""
+    if entry.init_from is None:
+        return None
+    source = find_run_dir(campaign.run_parent(campaign.entry(entry.init_from), seed))
+    if source is None or run_status(source)[0] != "finished":
+        return None
+    return source
+
+
+def parse_deadline(minutes: float | None, until: str | None) -> float | None:
+    """time.time() of ``--minutes`` from now or of ``--until HH:MM`` (today, or tomorrow if past)."""
+    if minutes is not None and until is not None:
+        raise ValueError("--minutes, --until: expected at most one of them, got both")
+    if minutes is not None:
+        if not minutes > 0:
+            raise ValueError(f"--minutes: expected a positive number, got {minutes!r}")
+        return time.time() + 60.0 * minutes
+    if until is not None:
+        try:
+            at = datetime.datetime.strptime(until, "%H:%M").time()
+        except ValueError:
+            raise ValueError(f"--until: expected a time HH:MM, got {until!r}") from None
+        now = datetime.datetime.now()
+        target = datetime.datetime.combine(now.date(), at)
+        if target <= now:
+            target += datetime.timedelta(days=1)
+        return target.timestamp()
+    return None

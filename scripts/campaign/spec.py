@@ -1,0 +1,222 @@
+"""Campaign files: what to train, read from TOML and checked before anything runs.
+
+A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
+
+    name = "replication"
+    runs = "runs/campaign/replication"       # run directories (never committed)
+    summaries = "campaigns/replication"      # summaries and pulses (committed)
+    seeds = [1, 2, 3]                        # the campaign's seeds, in run order
+    frontier_ns = [5, 6, 7]                  # gate times of the frontier (default 5-20 ns)
+
+    [[entry]]
+    name = "ppo-fast"                        # a folder name: letters, digits, '-', '_'
+    algo = "ppo"                             # any jaxrl-train algorithm
+    preset = "fast"                          # jaxrl-train --preset
+    total_steps = 20_000_000                 # per seed
+    flags = { lr = 1e-4 }                    # config fields, as jaxrl-train --<field> flags
+    env_options = { T = 17.25 }              # jaxrl-train --env-option KEY=VALUE
+    init_from = "other-entry"                # start each seed from that entry's same seed
+    robustness = true                        # map the best policy over the recool grid
+    seeds = [1, 2]                           # a subset of the campaign's seeds (default: all)
+
+Relative paths are relative to the repository root (the current directory of the command).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tomllib
+from typing import Any
+
+__all__ = ["Campaign", "Entry", "load_campaign"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_TOP_KEYS = {"name", "runs", "summaries", "seeds", "frontier_ns", "entry"}
+DEFAULT_FRONTIER_NS = tuple(float(t) for t in range(5, 21))  # gate times of the frontier, ns
+_ENTRY_KEYS = {"name", "description", "algo", "preset", "total_steps", "flags", "env_options",
+               "init_from", "robustness", "seeds"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One configuration of a campaign, trained once per seed.
+
+    Attributes:
+        name: folder name of the entry's runs and summaries.
+        description: one line for the results page.
+        algo: jaxrl-train algorithm.
+        preset: jaxrl-train preset.
+        total_steps: environment steps per seed.
+        flags: config fields passed as ``--<field>`` flags (lists become several values).
+        env_options: environment factory options (``--env-option KEY=JSON``).
+        init_from: name of an earlier entry whose same-seed best policy each run starts from.
+        robustness: whether summaries map the best policy over the recool detuning grid.
+        seeds: the seeds of this entry, in run order.
+    """
+
+    name: str
+    description: str
+    algo: str
+    preset: str
+    total_steps: int
+    flags: dict[str, Any]
+    env_options: dict[str, Any]
+    init_from: str | None
+    robustness: bool
+    seeds: tuple[int, ...]
+
+    def train_args(self, seed: int, out: str, init_from_dir: str | None) -> list[str]:
+        """The ``jaxrl-train`` arguments of a new run of this entry for `seed` under `out`."""
+        args = ["--algo", self.algo, "--preset", self.preset, "--seed", str(seed),
+                "--total-steps", str(self.total_steps), "--out", out, "--tag", self.name]
+        for key, value in self.flags.items():
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + key.replace("_", "-"))
+            elif isinstance(value, list):
+                args += [flag, *map(str, value)]
+            else:
+                args += [flag, repr(value) if isinstance(value, float) else str(value)]
+        for key, value in self.env_options.items():
+            args += ["--env-option", f"{key}={json.dumps(value)}"]
+        if init_from_dir is not None:
+            args += ["--init-from", init_from_dir]
+        return args
+
+
+@dataclasses.dataclass(frozen=True)
+class Campaign:
+    """A parsed campaign file.
+
+    Attributes:
+        path: the file it was read from.
+        name: the campaign's name.
+        runs: parent folder of its run directories.
+        summaries: folder of its committed summaries and pulses.
+        seeds: the campaign's seeds in run order.
+        entries: its entries in file order.
+        frontier_ns: gate times (ns) at which summaries record the best J_T.
+    """
+
+    path: str
+    name: str
+    runs: str
+    summaries: str
+    seeds: tuple[int, ...]
+    entries: tuple[Entry, ...]
+    frontier_ns: tuple[float, ...] = DEFAULT_FRONTIER_NS
+
+    def entry(self, name: str) -> Entry:
+        """The entry called `name` (ValueError naming the choices otherwise)."""
+        for e in self.entries:
+            if e.name == name:
+                return e
+        raise ValueError(f"entry: expected one of {[e.name for e in self.entries]}, got {name!r}")
+
+    def schedule(self) -> list[tuple[Entry, int]]:
+        """(entry, seed) pairs in run order: seed by seed, entries in file order within a seed."""
+        return [(e, s) for s in self.seeds for e in self.entries if s in e.seeds]
+
+    def run_parent(self, entry: Entry, seed: int) -> str:
+        """The ``--out`` folder of `entry`'s run for `seed` (it holds one run directory)."""
+        return os.path.join(self.runs, entry.name, f"s{seed}")
+
+
+def _fail(path: str, where: str, expected: str, got: Any) -> ValueError:
+    return ValueError(f"{path}: {where}: expected {expected}, got {got!r}")
+
+
+def _seeds(path: str, where: str, value: Any) -> tuple[int, ...]:
+    if (not isinstance(value, list) or not value
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in value)
+            or len(set(value)) != len(value)):
+        raise _fail(path, where, "a non-empty list of distinct non-negative integers", value)
+    return tuple(value)
+
+
+def _entry(path: str, i: int, table: Any, seeds: tuple[int, ...], earlier: dict[str, Entry]) -> Entry:
+    where = f"entry {i + 1}"
+    if not isinstance(table, dict):
+        raise _fail(path, where, "a table", table)
+    unknown = sorted(set(table) - _ENTRY_KEYS)
+    if unknown:
+        raise _fail(path, f"{where}: keys", f"some of {sorted(_ENTRY_KEYS)}", unknown)
+    name = table.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(path, f"{where}: name", "letters, digits, '-' and '_'", name)
+    where = f"entry {name!r}"
+    if name in earlier:
+        raise _fail(path, f"{where}: name", "a name no other entry has", name)
+    for key in ("algo", "preset"):
+        if not isinstance(table.get(key), str):
+            raise _fail(path, f"{where}: {key}", "a string", table.get(key))
+    total = table.get("total_steps")
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise _fail(path, f"{where}: total_steps", "a positive integer", total)
+    for key in ("flags", "env_options"):
+        if not isinstance(table.get(key, {}), dict):
+            raise _fail(path, f"{where}: {key}", "a table", table.get(key))
+    init_from = table.get("init_from")
+    if init_from is not None and init_from not in earlier:
+        raise _fail(path, f"{where}: init_from", f"the name of an earlier entry {sorted(earlier)}",
+                    init_from)
+    entry_seeds = _seeds(path, f"{where}: seeds", table["seeds"]) if "seeds" in table else seeds
+    outside = sorted(set(entry_seeds) - set(seeds))
+    if outside:
+        raise _fail(path, f"{where}: seeds", f"a subset of the campaign's seeds {list(seeds)}",
+                    outside)
+    if init_from is not None:
+        missing = sorted(set(entry_seeds) - set(earlier[init_from].seeds))
+        if missing:
+            raise _fail(path, f"{where}: seeds", f"seeds that {init_from!r} also runs", missing)
+    if not isinstance(table.get("robustness", False), bool):
+        raise _fail(path, f"{where}: robustness", "true or false", table.get("robustness"))
+    flags = dict(table.get("flags", {}))
+    for reserved in ("seed", "seeds", "total_steps", "preset", "algo", "out", "tag", "init_from"):
+        if reserved in flags:
+            raise _fail(path, f"{where}: flags", f"config fields (set {reserved!r} as an entry key)",
+                        reserved)
+    return Entry(name, str(table.get("description", "")), table["algo"], table["preset"], total,
+                 flags, dict(table.get("env_options", {})), init_from,
+                 bool(table.get("robustness", False)), entry_seeds)
+
+
+def load_campaign(path: str) -> Campaign:
+    """Read and check a campaign file.
+
+    Raises:
+        ValueError: naming the file and the key, what was expected and what arrived (before
+            anything runs or is written).
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"campaign: expected a campaign file, got {path!r} (no such file)") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise _fail(path, "keys", f"some of {sorted(_TOP_KEYS)}", unknown)
+    for key in ("name", "runs", "summaries"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise _fail(path, key, "a non-empty string", data.get(key))
+    if not _NAME.match(data["name"]):
+        raise _fail(path, "name", "letters, digits, '-' and '_'", data["name"])
+    seeds = _seeds(path, "seeds", data.get("seeds"))
+    tables = data.get("entry")
+    if not isinstance(tables, list) or not tables:
+        raise _fail(path, "entry", "one or more [[entry]] tables", tables)
+    entries: dict[str, Entry] = {}
+    for i, table in enumerate(tables):
+        e = _entry(path, i, table, seeds, entries)
+        entries[e.name] = e
+    frontier = data.get("frontier_ns", list(DEFAULT_FRONTIER_NS))
+    if (not isinstance(frontier, list) or not frontier
+            or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 for t in frontier)):
+        raise _fail(path, "frontier_ns", "a non-empty list of positive gate times (ns)", frontier)
+    return Campaign(path, data["name"], data["runs"], data["summaries"], seeds,
+                    tuple(entries.values()), tuple(float(t) for t in sorted(frontier)))

@@ -1,0 +1,287 @@
+"""One run directory -> a small committed summary (JSON) and its best pulses (CSV).
+
+Everything the results page shows comes from these files, so they carry what the page needs:
+the best evaluation gate and the best one no longer than the paper's 17.25 ns, each re-propagated
+from its CSV; steps and wall-clock to J_T < 1e-2, 1e-3 and 1e-4 with the measured steps/s; the
+gate-time frontier (best J_T at each gate time, by RL alone and after GRAPE); optional robustness
+maps; a learning curve cut to a few hundred points; the code version and the command.
+
+A pure-RL pulse is exactly what the deterministic policy played in an evaluation episode
+(evals.npz ``amps``, 3 samples a step), cut at its gate time: no GRAPE and no edits. Its CSV is in
+the paper's format (``tlist``, ``amplist``; ``amplist[0]`` is not applied), so any propagator
+reads it.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+import subprocess
+
+import numpy as np
+from jaxrl_agents.run.fileio import atomic_write_json
+from jaxrl_agents.run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_run_config
+
+from .spec import DEFAULT_FRONTIER_NS
+
+__all__ = ["PAPER_GATE_NS", "THRESHOLDS", "summary_paths", "write_summary",
+           "summarize_run", "code_version"]
+
+SUMMARY_FORMAT = "quantgate.campaign_summary"
+PAPER_GATE_NS = 17.25  # the paper agent's gate time: the aim is a better gate no longer than this
+THRESHOLDS = (1e-2, 1e-3, 1e-4)
+GRAPE_ITERATIONS = 200  # the refinement the paper's RL pulse got in the reference (7.3e-6)
+CURVE_POINTS = 300  # learning-curve points kept in a summary
+# Per-update diagnostics kept as medians over the second half of a run, when the run has them.
+DIAGNOSTICS = ("approx_kl", "clip_frac", "kl", "std", "v_loss", "entropy", "grad_steps")
+_TIME_EPS = 1e-9  # ns: gate times are sums of dt, compared with a grid value
+
+
+def summary_paths(campaign, entry, seed: int) -> dict[str, str]:
+    """Where the summary of (`entry`, `seed`) and its pulses live in the committed folder."""
+    folder = os.path.join(campaign.summaries, entry.name)
+    return {"folder": folder, "json": os.path.join(folder, f"s{seed}.json"),
+            "best_csv": os.path.join(folder, f"s{seed}_best.csv"),
+            "short_csv": os.path.join(folder, f"s{seed}_best_within_{PAPER_GATE_NS:g}ns.csv")}
+
+
+def code_version(cwd: str | None = None) -> str:
+    """``git describe --always --dirty`` of the checkout (``unknown`` outside git)."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10"], cwd=cwd,
+                             capture_output=True, text=True, timeout=30, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _float(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _finite_or_none(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _read_progress(run_dir: str) -> list[dict[str, str]]:
+    with open(os.path.join(run_dir, PROGRESS_CSV), newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _gate(evals, e: int, k: int, dt: float) -> dict:
+    """The gate of evaluation `e` at step `k`: its pulse (rad/ns) and its metrics there."""
+    amps = np.asarray(evals["amps"][e, :k + 1], dtype=np.float64).reshape(-1)
+    return {"JT": float(evals["JT"][e, k]), "t_ns": float(evals["t"][e, k]),
+            "one_minus_U": float(1.0 - evals["unitarity"][e, k]),
+            "concurrence": float(evals["concurrence"][e, k]),
+            "step": int(evals["step"][e]), "n_samples": int(amps.size), "dt_ns": dt, "amps": amps}
+
+
+def _best_gate(evals, t_max: float, dt: float) -> dict | None:
+    """The lowest J_T over every evaluation episode at gate times <= `t_max` (alive steps only)."""
+    jt = np.where(evals["alive"] & (evals["t"] <= t_max + _TIME_EPS), evals["JT"], np.nan)
+    if np.all(np.isnan(jt)):
+        return None
+    e, k = np.unravel_index(np.nanargmin(jt), jt.shape)
+    return _gate(evals, int(e), int(k), dt)
+
+
+def _repropagate(gate: dict) -> float:
+    """J_T of the gate's pulse propagated afresh, sample by sample (independent of the MDP)."""
+    from quantgate_env import rollout_pulse
+
+    return float(rollout_pulse(gate["amps"], dt=gate["dt_ns"])["JT"][-1])
+
+
+def _frontier(evals, dt: float, refine: bool, gate_times=DEFAULT_FRONTIER_NS) -> dict:
+    """Best J_T with gate time <= T for each T of `gate_times` (ns), by RL and, if `refine`, after GRAPE.
+
+    GRAPE (`quantgate_env.refine_pulse`, `GRAPE_ITERATIONS` Adam steps) starts from the pulse of
+    the evaluation episode whose J_T at a time <= T is lowest, cut at exactly T, and keeps T.
+    """
+    from quantgate_env import refine_pulse
+
+    rl, grape, rl_t = [], [], []
+    for t_gate in gate_times:
+        gate = _best_gate(evals, t_gate, dt)
+        rl.append(None if gate is None else gate["JT"])
+        rl_t.append(None if gate is None else gate["t_ns"])
+        if not refine or gate is None:
+            grape.append(None)
+            continue
+        e = int(np.flatnonzero(evals["step"] == gate["step"])[0])
+        n = int(round(t_gate / dt))  # samples up to T
+        per_step = evals["amps"].shape[-1]
+        k = (n + per_step - 1) // per_step - 1  # the MDP step that plays sample n
+        if k >= evals["alive"].shape[1] or not evals["alive"][e, k]:
+            grape.append(None)  # the episode ended (out of bounds or its own end) before T
+            continue
+        amps = np.asarray(evals["amps"][e, :k + 1], dtype=np.float64).reshape(-1)[:n]
+        grape.append(float(refine_pulse(amps, dt=dt, n_iter=GRAPE_ITERATIONS).JT_best))
+    return {"gate_time_ns": list(gate_times), "rl_JT": rl, "rl_t_ns": rl_t,
+            "grape_JT": grape if refine else None,
+            "grape_iterations": GRAPE_ITERATIONS if refine else 0}
+
+
+def _thresholds(rows: list[dict], score: str) -> dict:
+    out = {}
+    for threshold in THRESHOLDS:
+        hit = next((r for r in rows if _float(r.get(score)) < threshold), None)
+        out[f"{threshold:.0e}"] = None if hit is None else {
+            "steps": int(_float(hit["step"])), "wall_s": _float(hit["wall"])}
+    return out
+
+
+def _curve(rows: list[dict], score: str) -> dict:
+    """The best-so-far evaluation J_T against steps, thinned to at most `CURVE_POINTS` points."""
+    evals = [(int(_float(r["step"])), _float(r[score])) for r in rows
+             if not math.isnan(_float(r.get(score)))]
+    if not evals:
+        return {"step": [], "best_JT": []}
+    steps = np.array([s for s, _ in evals])
+    best = np.fmin.accumulate(np.array([j for _, j in evals]))
+    keep = np.unique(np.linspace(0, len(steps) - 1, min(CURVE_POINTS, len(steps))).astype(int))
+    return {"step": steps[keep].tolist(), "best_JT": best[keep].tolist()}
+
+
+def _robustness(run_dir: str, rc: dict) -> dict:
+    """The best policy, closed loop, over the 11 x 11 recool detuning grid (amplitudes clipped)."""
+    from jaxrl_agents import load_policy
+    from quantgate_env import make
+    from quantgate_env.robustness import policy_robustness
+
+    policy = load_policy(run_dir)
+    env = make(**{**rc.get("env_options", {}), "oob_mode": "clip"})
+    result = policy_robustness(lambda obs: policy.act(obs, deterministic=True), env=env,
+                               half_width_mhz="recool", n=11)
+    return {**result.summary(), "n": result.n,
+            "offsets_mhz": np.asarray(result.offsets_mhz).tolist(),
+            "jt_at_gate_time": np.asarray(result.jt_at_gate_time).tolist()}
+
+
+def _json_clean(x):
+    """`x` with every non-finite float as None: summaries are strict JSON, readable anywhere."""
+    if isinstance(x, dict):
+        return {k: _json_clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_clean(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _source(rc: dict) -> dict | None:
+    """Where a fine-tuning run started: the source run and the wall/steps it took to its best."""
+    init = rc.get("init_from")
+    if not init:
+        return None
+    out = {"run": os.path.basename(init["path"]), "step": init.get("step")}
+    try:
+        rows = _read_progress(init["path"])
+        at = next(r for r in rows if int(_float(r["step"])) == init.get("step"))
+        out["wall_s"] = _float(at["wall"])
+    except (OSError, StopIteration):  # the source directory is gone: steps only
+        out["wall_s"] = None
+    return out
+
+
+def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
+                  gate_times=DEFAULT_FRONTIER_NS) -> tuple[dict, dict]:
+    """(summary, {name: pulse gate}) of one run directory, finished or not.
+
+    Args:
+        run_dir: a jaxrl-train run directory on the gate environment.
+        refine: compute the GRAPE frontier too (about a minute of CPU).
+        robustness: map the best policy over the recool grid.
+        gate_times: the frontier's gate times, ns.
+    """
+    from .runner import run_status
+
+    rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
+    rows = _read_progress(run_dir)
+    score = f"eval_{rc.get('evaluation', {}).get('score', 'JT_min')}"
+    env_cfg = rc["env_config"]["config"]
+    dt = env_cfg["T"] / env_cfg["pulse_length"]
+    status, done, budget = run_status(run_dir)
+    done = int(_float(rows[-1]["step"])) if rows else 0  # progress may run past the checkpoint
+    wall = _float(rows[-1]["wall"]) if rows else math.nan
+    late = rows[len(rows) // 2:]
+    summary = {
+        "format": SUMMARY_FORMAT, "format_version": 1,
+        "run": os.path.basename(os.path.normpath(run_dir)), "status": status,
+        "algo": rc["algo"], "seed": rc["seed"], "preset": rc.get("preset"),
+        "algo_config": rc["algo_config"], "env_options": rc.get("env_options", {}),
+        "episode_ns": env_cfg["T"], "command": " ".join(rc.get("argv") or []),
+        "extensions": rc.get("extensions", []), "versions": rc.get("versions", {}),
+        "created": rc.get("created"), "steps_done": done, "budget": budget, "wall_s": wall,
+        "steps_per_s": done / wall if wall and wall > 0 else None,
+        "thresholds": _thresholds(rows, score), "curve": _curve(rows, score),
+        "diagnostics": {k: statistics.median(_float(r[k]) for r in late)
+                        for k in DIAGNOSTICS if rows and k in rows[0]},
+        "init_from": _source(rc),
+    }
+    gates = {}
+    if os.path.isfile(os.path.join(run_dir, EVALS_NPZ)):
+        with np.load(os.path.join(run_dir, EVALS_NPZ)) as z:
+            evals = {k: z[k] for k in ("step", "JT", "t", "alive", "amps", "unitarity", "concurrence")}
+        n = len(evals["step"])  # evals.npz may hold evaluations a later resume recomputes
+        evals["alive"] = evals["alive"].astype(bool)
+        for name, t_max in (("best", math.inf), ("short", PAPER_GATE_NS)):
+            gate = _best_gate(evals, t_max, dt)
+            if gate is not None:
+                gate["JT_repropagated"] = _repropagate(gate)
+                gates[name] = gate
+        summary["evaluations"] = n
+        summary["frontier"] = _frontier(evals, dt, refine, gate_times)
+    for name, gate in gates.items():
+        summary[name] = {k: v for k, v in gate.items() if k != "amps"}
+    if robustness and "best" in gates:
+        summary["robustness"] = _robustness(run_dir, rc)
+    return summary, gates
+
+
+def write_summary(campaign, entry, seed: int, run_dir: str, version: str | None = None) -> str:
+    """Write (replace) the committed summary and pulse CSVs of (`entry`, `seed`); returns the JSON path.
+
+    The GRAPE frontier is computed once the run has finished. The summary keeps every code
+    version that contributed to the run (one per session that advanced it).
+    """
+    import json
+
+    from quantgate_env import save_pulse_csv
+
+    paths = summary_paths(campaign, entry, seed)
+    os.makedirs(paths["folder"], exist_ok=True)
+    from .runner import run_status
+
+    finished = run_status(run_dir)[0] == "finished"
+    summary, gates = summarize_run(run_dir, refine=finished, robustness=entry.robustness and finished,
+                                   gate_times=campaign.frontier_ns)
+    version = version or code_version(os.path.dirname(os.path.abspath(__file__)))
+    previous = []
+    if os.path.isfile(paths["json"]):
+        with open(paths["json"]) as handle:
+            old = json.load(handle)
+        if old.get("run") == summary["run"]:
+            previous = old.get("code_versions", [])
+    summary["code_versions"] = previous + ([version] if version not in previous else [])
+    summary.update(campaign=campaign.name, entry=entry.name, description=entry.description)
+    for name, key in (("best", "best_csv"), ("short", "short_csv")):
+        if name not in gates:
+            continue
+        gate = gates[name]
+        if name == "short" and "best" in gates and gates["best"]["step"] == gate["step"] \
+                and gates["best"]["n_samples"] == gate["n_samples"]:
+            summary[name]["pulse_csv"] = summary["best"]["pulse_csv"]  # the same gate: one file
+            if os.path.isfile(paths[key]):
+                os.remove(paths[key])  # an earlier summary's, superseded
+            continue
+        save_pulse_csv(paths[key], gate["amps"], gate["dt_ns"], overwrite=True)  # regenerated
+        summary[name]["pulse_csv"] = os.path.basename(paths[key])
+    atomic_write_json(paths["json"], _json_clean(summary))
+    return paths["json"]
