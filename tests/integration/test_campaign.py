@@ -1,0 +1,195 @@
+"""A campaign in miniature: an interrupted run is resumed, a never-checkpointed one is set aside,
+a fine-tuning entry starts from its source's best policy, the summaries' pulses re-propagate to
+their J_T, a second call does nothing, and the page is built from the summaries alone."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jaxrl_agents.run import trainer
+from jaxrl_agents.run.algorithms import make_config
+from jaxrl_agents.run.presets import get_preset
+from quantgate_env import load_pulse_csv, rollout_pulse
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
+
+from scripts.campaign.page import write_page  # noqa: E402
+from scripts.campaign.runner import find_run_dir, run_campaign, run_status  # noqa: E402
+from scripts.campaign.spec import load_campaign  # noqa: E402
+
+# 6 ns episodes (40 steps) on a tiny network: minutes of compiling at most, seconds of training.
+ENV = {"T": 6.0, "pulse_length": 120, "qubit_drift_mhz": "recool"}
+FLAGS = {"n_envs": 4, "n_steps": 128, "n_epochs": 1, "n_minibatches": 4, "hidden": [16, 16]}
+MINI = """
+name = "mini"
+runs = "runs"
+summaries = "summaries"
+seeds = [1]
+frontier_ns = [3, 5]
+
+[[entry]]
+name = "base"
+description = "a short domain-randomised PPO run"
+algo = "ppo"
+preset = "fast"
+total_steps = 2048
+env_options = { T = 6.0, pulse_length = 120, qubit_drift_mhz = "recool" }
+flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }
+robustness = true
+
+[[entry]]
+name = "ft"
+description = "its fine-tuning"
+algo = "ppo"
+preset = "fast"
+init_from = "base"
+total_steps = 1024
+env_options = { T = 6.0, pulse_length = 120, qubit_drift_mhz = "recool" }
+flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16], lr = 1e-4 }
+"""
+# Two float64 propagations of the same <= 120 samples by the same series: they agree far below this.
+REPROPAGATION_ATOL = 1e-11
+
+
+def _config(total_steps, **extra):
+    return make_config("ppo", {**get_preset("ppo", "fast").config, **FLAGS, **extra,
+                               "total_steps": total_steps})
+
+
+@pytest.fixture(scope="module")
+def campaign_dir(tmp_path_factory):
+    """The mini campaign after an interrupted session and one `run`."""
+    root = tmp_path_factory.mktemp("campaign")
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        (root / "mini.toml").write_text(MINI)
+        campaign = load_campaign("mini.toml")
+        base, ft = campaign.entries
+        # A session that ended mid-run: base checkpointed twice and stopped.
+        trainer.train("ppo", "quantgate_env:make", ENV, _config(2048), seeds=(1,), eval_every=512,
+                      out=campaign.run_parent(base, 1), tag="base", checkpoint_every=1,
+                      progress="off", stop_after=2, preset="fast")
+        interrupted = find_run_dir(campaign.run_parent(base, 1))
+        assert run_status(interrupted)[:2] == ("interrupted", 1024)
+        # ... and a fine-tuning run that died before its first checkpoint.
+        trainer.train("ppo", "quantgate_env:make", ENV, _config(1024), seeds=(1,), eval_every=512,
+                      out=campaign.run_parent(ft, 1), tag="ft", checkpoint_every=100,
+                      progress="off", stop_after=1, preset="fast")
+        assert run_status(find_run_dir(campaign.run_parent(ft, 1)))[0] == "incomplete"
+        assert run_campaign(campaign, code_version="v-test", progress="off") == 0
+        yield root, campaign, interrupted
+    finally:
+        os.chdir(old)
+
+
+def _summary(root, entry):
+    return json.loads((root / "summaries" / entry / "s1.json").read_text())
+
+
+def test_the_interrupted_run_is_resumed_in_place(campaign_dir):
+    root, campaign, interrupted = campaign_dir
+    base = campaign.entries[0]
+    assert find_run_dir(campaign.run_parent(base, 1)) == interrupted
+    assert run_status(interrupted) == ("finished", 2048, 2048)
+    s = _summary(root, "base")
+    assert s["status"] == "finished" and s["steps_done"] == 2048 and s["code_versions"] == ["v-test"]
+
+
+def test_the_never_checkpointed_run_is_set_aside_not_deleted(campaign_dir):
+    _, campaign, _ = campaign_dir
+    parent = pathlib.Path(campaign.run_parent(campaign.entries[1], 1))
+    aside = [p for p in parent.iterdir() if ".incomplete-" in p.name]
+    assert len(aside) == 1 and (aside[0] / "config.json").is_file()
+    assert run_status(find_run_dir(str(parent)))[0] == "finished"
+
+
+def test_the_fine_tuning_run_starts_from_its_source_best(campaign_dir):
+    root, campaign, interrupted = campaign_dir
+    ft = find_run_dir(campaign.run_parent(campaign.entries[1], 1))
+    record = json.loads(pathlib.Path(ft, "config.json").read_text())["init_from"]
+    base_best = _summary(root, "base")["best"]
+    assert record["path"] == os.path.abspath(interrupted)
+    assert record["step"] == base_best["step"]  # both rank evaluations by J_T_min, first wins
+    s = _summary(root, "ft")
+    assert s["init_from"]["run"] == os.path.basename(interrupted)
+    assert s["init_from"]["step"] == record["step"] and s["init_from"]["wall_s"] > 0
+
+
+@pytest.mark.parametrize("entry", ["base", "ft"])
+def test_committed_pulses_repropagate_to_their_summary(campaign_dir, entry):
+    root, _, _ = campaign_dir
+    s = _summary(root, entry)
+    for gate in ("best", "short"):
+        g = s[gate]
+        amps, dt = load_pulse_csv(root / "summaries" / entry / g["pulse_csv"])
+        assert amps.size == g["n_samples"] and dt == pytest.approx(0.05, rel=1e-12)
+        jt = rollout_pulse(amps, dt=dt)["JT"][-1]
+        assert jt == g["JT_repropagated"]
+        assert abs(jt - g["JT"]) <= REPROPAGATION_ATOL  # what the evaluation recorded
+    frontier = s["frontier"]
+    assert frontier["gate_time_ns"] == [3.0, 5.0]
+    assert frontier["rl_JT"][1] <= frontier["rl_JT"][0]  # a longer limit can only do as well
+    assert all(np.isfinite(frontier["grape_JT"]))
+
+
+def test_the_robustness_map_is_the_policy_closed_loop_on_the_recool_grid(campaign_dir):
+    root, _, _ = campaign_dir
+    rob = _summary(root, "base")["robustness"]
+    jt = np.asarray(rob["jt_at_gate_time"])
+    assert rob["n"] == 11 and jt.shape == (121,)
+    assert rob["median_JT"] == pytest.approx(np.median(jt)) and rob["worst_JT"] == jt.max()
+    assert np.max(np.abs(rob["offsets_mhz"])) == pytest.approx(5.7)
+
+
+def test_a_second_run_does_nothing(campaign_dir):
+    root, campaign, _ = campaign_dir
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if "summaries" not in p.parts)
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "summaries").rglob("*")}
+    assert run_campaign(campaign, code_version="v-later", progress="off") == 0
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if "summaries" not in p.parts) == before
+    assert {p: p.stat().st_mtime_ns for p in (root / "summaries").rglob("*")} == stamps
+
+
+def test_the_page_is_built_from_the_summaries_alone(campaign_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    root, campaign, _ = campaign_dir
+    # the page needs no run directory: move them away first
+    os.rename(root / "runs", root / "runs-gone")
+    try:
+        page = pathlib.Path(write_page([campaign], str(root / "page.md"), str(root / "figs")))
+    finally:
+        os.rename(root / "runs-gone", root / "runs")
+    text = page.read_text()
+    links = [line.split("](")[1].split(")")[0] for line in text.split("[") if "](" in line]
+    csvs = [link for link in links if link.endswith(".csv")]
+    assert csvs and all((root / link).is_file() for link in csvs)
+    assert all((root / link).is_file() for link in links if link.endswith(".png"))
+    best = _summary(root, "base")["best"]["JT_repropagated"]
+    assert f"{best:.2e}" in text and "`v-test`" in text
+    assert "## The gate-time frontier" in text and "## Robust gates" in text
+
+
+def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
+    cases = {
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "preset = 'fast'\ntotal_steps = 10\ninit_from = 'b'\n": "entry 'a': init_from: expected the name",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "preset = 'fast'\ntotal_steps = 10\nseeds = [2]\n": "entry 'a': seeds: expected a subset",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nbogus = 1\n": "keys: expected some of",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "preset = 'fast'\ntotal_steps = 10\nflags = { seed = 3 }\n": "entry 'a': flags",
+    }
+    for text, match in cases.items():
+        path = tmp_path / "bad.toml"
+        path.write_text(text)
+        done = subprocess.run([sys.executable, "-m", "scripts.campaign", "run", str(path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert str(path) in done.stderr and match in done.stderr
