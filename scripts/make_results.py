@@ -1,6 +1,9 @@
 """Regenerate docs/results.md (tables and figures) from training run directories.
 
-    uv run python scripts/make_results.py RUN_DIR [RUN_DIR ...] [--out docs/results.md]
+    uv run python scripts/make_results.py RUN_DIR [RUN_DIR ...] [--out results.md]
+
+A page of any run directories at hand. The project's own results page, docs/results.md, is built by
+``python -m scripts.campaign page`` from committed campaign summaries instead (README, Campaigns).
 
 Nothing in the page is typed by hand: every figure of this project comes from the run directories
 (config.json, progress.csv, evals.npz, best_policy/) and from the stored paper pulse; the paper's
@@ -331,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="run directories, or jaxrl-sweep directories "
                                                 "(standing for all their trials' runs)")
-    parser.add_argument("--out", default="docs/results.md")
-    parser.add_argument("--figures", default="docs/figures")
+    parser.add_argument("--out", default="results.md")
+    parser.add_argument("--figures", default="results-figures")
     parser.add_argument("--robustness", action="store_true", help="also map each best policy over the recool grid")
     parser.add_argument("--refine", type=int, default=0, metavar="N",
                         help="also polish each run's best gate within 17.25 ns with N GRAPE iterations")

@@ -36,12 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     page.add_argument("campaign", nargs="+")
     page.add_argument("--out", default="docs/results.md")
     page.add_argument("--figures", default="docs/figures/campaign")
+    page.add_argument("--force", action="store_true",
+                      help="replace --out even if it is not a page this command generated")
     args = parser.parse_args(argv)
     try:
         if args.command == "page":
             from .page import write_page
 
-            print(write_page([load_campaign(p) for p in args.campaign], args.out, args.figures))
+            print(write_page([load_campaign(p) for p in args.campaign], args.out, args.figures,
+                             args.force))
             return 0
         campaign = load_campaign(args.campaign)
         if args.command == "summarize":

@@ -174,6 +174,13 @@ def test_the_page_is_built_from_the_summaries_alone(campaign_dir, tmp_path):
     best = _summary(root, "base")["best"]["JT_repropagated"]
     assert f"{best:.2e}" in text and "`v-test`" in text
     assert "## The gate-time frontier" in text and "## Robust gates" in text
+    # regenerating over its own page is fine; a user's file of that name is never replaced
+    write_page([campaign], str(page), str(root / "figs"))
+    mine = root / "notes.md"
+    mine.write_text("# my notes\n")
+    with pytest.raises(ValueError, match=r"--out: .*notes.md.* not a generated results page"):
+        write_page([campaign], str(mine), str(root / "figs"))
+    assert mine.read_text() == "# my notes\n"
 
 
 def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
