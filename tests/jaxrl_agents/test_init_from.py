@@ -120,3 +120,18 @@ def test_an_empty_directory_is_refused_by_name(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"init_from: .*no best policy in .*empty"):
         _train(tmp_path / "out", init_from=str(tmp_path / "empty"))
+
+
+def test_the_cli_keeps_the_learned_std_whatever_the_preset(source, tmp_path):
+    """`--preset fast` sets log_std_init -1.5 for fresh networks; a fine-tuning run keeps its std."""
+    from jaxrl_agents.run import cli
+
+    argv = ["--preset", "fast", "--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32",
+            "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
+            "--total-steps", "1024", "--lr", str(TINY_LR), "--out", str(tmp_path), "--progress",
+            "off", "--init-from", source]
+    assert cli.main(argv) == 0
+    (run_dir,) = [p for p in tmp_path.iterdir()]
+    assert json.load(open(run_dir / "config.json"))["algo_config"]["log_std_init"] == 0.0
+    np.testing.assert_allclose(load_policy(str(run_dir), "last").params["actor"]["log_std"],
+                               load_policy(source).params["actor"]["log_std"], rtol=0, atol=MOVED)

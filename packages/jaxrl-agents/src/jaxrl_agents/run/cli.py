@@ -82,7 +82,8 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--init-from", metavar="DIR", default=None,
                      help="start every seed from this run's best policy (or a policy directory): "
                           "a fine-tuning phase with its own config, optimiser and run directory; "
-                          "a nonzero --log-std-init replaces the policy's learned std")
+                          "the policy's learned std is kept (a preset's log_std_init does not "
+                          "apply), and only a typed nonzero --log-std-init replaces it")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
@@ -131,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
                      for f in dataclasses.fields(get_algorithm(args.algo)[1])
                      if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
             total = preset.total_steps if args.total_steps is None else args.total_steps
-            cfg = make_config(args.algo, {**preset.config, **typed, "total_steps": total})
+            base = dict(preset.config)
+            if args.init_from is not None:
+                # A fine-tuning run keeps the learned std of the policy it starts from: a preset's
+                # log_std_init (fast: -1.5, std 0.22) is a fresh network's and would reset it.
+                # Only a typed --log-std-init replaces it.
+                base.pop("log_std_init", None)
+            cfg = make_config(args.algo, {**base, **typed, "total_steps": total})
             result = trainer.train(
                 args.algo, args.env, parse_env_options(args.env_option), cfg,
                 seeds=args.seeds if args.seeds is not None else (args.seed,),
