@@ -12,8 +12,9 @@ the folders say what exists, and each run's checkpoint says how far it got.
 - a finished run: summarised again only if its summary is missing;
 - a run directory another process holds (its lock): waited for, then treated as above.
 
-A deadline (``--minutes`` or ``--until``) interrupts the current run with SIGINT, as Ctrl-C
-would: it stops between two updates, and its next ``run`` resumes it from the last checkpoint.
+A deadline (``--minutes`` or ``--until``), SIGINT or SIGTERM interrupts the current run with
+SIGINT, as Ctrl-C would: it stops between two updates (or is terminated after `STOP_GRACE_S`), and
+the next ``run`` resumes it from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -96,21 +97,47 @@ def _set_aside(run_dir: str) -> str:
     return target
 
 
+STOP_GRACE_S = 120.0  # after SIGINT, seconds before the run is terminated (its checkpoint stays)
+
+
+def _default_sigint() -> None:
+    # A shell starts background jobs (`nohup ... &`) with SIGINT ignored, and children inherit
+    # that: without this, Python in the child would never raise KeyboardInterrupt on SIGINT.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """Ask the run to stop between two updates (SIGINT); terminate it if it does not."""
+    child.send_signal(signal.SIGINT)
+    try:
+        child.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:  # the last checkpoint is intact; resume recomputes the rest
+        child.terminate()
+        child.wait()
+
+
 def _train(args: list[str], deadline: float | None) -> tuple[int, bool]:
-    """Run ``jaxrl-train ARGS`` until it exits or `deadline` (time.time()); (exit code, interrupted)."""
-    child = subprocess.Popen([sys.executable, "-m", "jaxrl_agents.run.cli", *args])
-    interrupted = False
+    """Run ``jaxrl-train ARGS`` until it exits or `deadline` (time.time()); (exit code, interrupted).
+
+    SIGINT or SIGTERM to the campaign stops the run the same way, then the campaign.
+    """
+    child = subprocess.Popen([sys.executable, "-m", "jaxrl_agents.run.cli", *args],
+                             preexec_fn=_default_sigint)
     try:
         while child.poll() is None:
-            if deadline is not None and time.time() >= deadline and not interrupted:
+            if deadline is not None and time.time() >= deadline:
                 print("campaign: deadline reached; stopping the run between two updates", flush=True)
-                child.send_signal(signal.SIGINT)
-                interrupted = True
+                _stop(child)
+                return child.returncode, True
             time.sleep(1.0)
-    except KeyboardInterrupt:  # Ctrl-C reached both; let the child stop cleanly, then stop too
-        interrupted = True
-        child.wait()
-    return child.returncode, interrupted
+    except KeyboardInterrupt:
+        _stop(child)
+        return child.returncode, True
+    return child.returncode, False
+
+
+def _terminate_as_interrupt(signum, frame):  # noqa: ARG001 (signal handler signature)
+    raise KeyboardInterrupt
 
 
 def _deadline_passed(deadline: float | None) -> bool:
@@ -133,6 +160,9 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
         0 when every selected run finished, 3 when the deadline stopped the campaign, 1 when a run
         failed (its exit code and output say why; the campaign stops there).
     """
+    # `kill` (SIGTERM) stops the campaign as Ctrl-C does: the current run stops cleanly first.
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     selected = set(entries) if entries else None
     if selected:
         for name in selected:
@@ -165,7 +195,10 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
                                         progress], deadline)
         elif status == "finished" and budget >= _budget(run_dir, entry):
             if not os.path.isfile(summary_paths(campaign, entry, seed)["json"]):
-                write_summary(campaign, entry, seed, run_dir, code_version)
+                print(f"campaign: {label}: finished; summarising it (the GRAPE frontier takes a "
+                      f"few minutes)", flush=True)
+                print(f"campaign: {label}: summary "
+                      f"{write_summary(campaign, entry, seed, run_dir, code_version)}", flush=True)
             continue
         else:
             extend = _budget(run_dir, entry)
@@ -177,6 +210,7 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             code, interrupted = _train(args, deadline)
         run_dir = find_run_dir(parent)
         if run_dir is not None and os.path.isfile(os.path.join(run_dir, "progress.csv")):
+            print(f"campaign: {label}: summarising it", flush=True)
             path = write_summary(campaign, entry, seed, run_dir, code_version)
             print(f"campaign: {label}: summary {path}", flush=True)
         if interrupted:
