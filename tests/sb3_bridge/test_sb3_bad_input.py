@@ -325,7 +325,7 @@ def test_multibinary_actions_are_unsupported(ppo_box, tmp_path):
     assert "MultiBinary action space; supported: Box (Gaussian) and Discrete" in msg
 
 
-def test_different_actor_and_critic_widths_are_reported(ppo_box, tmp_path):
+def test_different_actor_and_critic_widths_load_as_separate_towers(ppo_box, tmp_path):
     state = _state(ppo_box)
     state["mlp_extractor.value_net.0.weight"] = np.zeros((8, 3), np.float32)
     state["mlp_extractor.value_net.0.bias"] = np.zeros(8, np.float32)
@@ -333,8 +333,13 @@ def test_different_actor_and_critic_widths_are_reported(ppo_box, tmp_path):
     data = read_data(ppo_box)
     data["policy_kwargs"] = {"net_arch": {"pi": [32, 32], "vf": [8, 32]}}
     rewrite_checkpoint(ppo_box, tmp_path / "u.zip", data=data, policy_pth=torch_state_dict_bytes(state))
-    msg = _unsupported(tmp_path / "u.zip")
-    assert "pi=[32, 32], vf=[8, 32]" in msg
+    policy = sb3_bridge.load(tmp_path / "u.zip")
+    assert policy.model.hidden == (32, 32) and policy.model.critic_hidden == (8, 32)
+    # declared widths that disagree with the weights are still refused, naming both
+    data["policy_kwargs"] = {"net_arch": {"pi": [32, 32], "vf": [16, 32]}}
+    rewrite_checkpoint(ppo_box, tmp_path / "v.zip", data=data, policy_pth=torch_state_dict_bytes(state))
+    with pytest.raises(sb3_bridge.CheckpointError, match=r"vf=\[8, 32\].*net_arch"):
+        sb3_bridge.load(tmp_path / "v.zip")
 
 
 def test_live_sb3_unsupported_models(tmp_path):

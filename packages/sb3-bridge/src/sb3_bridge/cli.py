@@ -107,7 +107,7 @@ def _run_evaluation(args) -> int:
     policy = load(args.model, activation=args.activation)
     options = _parse_options(args.env_option)
     meta = policy.metadata
-    print(f"{args.model}: {meta['algorithm']} ({meta['activation']}, hidden {list(policy.model.hidden)}), "
+    print(f"{args.model}: {meta['algorithm']} ({meta['activation']}, hidden pi {list(policy.model.hidden)} vf {list(policy.model.critic_widths)}), "
           f"trained {meta.get('num_timesteps')} steps; env {args.env} {options or ''}".rstrip())
     start = time.perf_counter()
     episodes = evaluation.evaluate(policy, args.env, env_options=options, episodes=args.episodes,

@@ -161,10 +161,9 @@ def find_problems(summary: DataSummary, state: dict, activation: str | None = No
         vf = [_out(state, f"mlp_extractor.value_net.{2 * i}.weight") for i in range(n_vf)]
         if not pi:
             problems.append("no hidden layers (net_arch=[]); supported: at least one hidden layer")
-        elif pi != vf:
-            # jaxrl_agents.common.networks.ActorCritic has one `hidden` tuple for both networks.
-            problems.append(f"different actor and critic hidden sizes (pi={pi}, vf={vf}); supported: "
-                            f"pi == vf, as jaxrl-agents' ActorCritic shares one `hidden`")
+        elif not vf:
+            problems.append("no critic hidden layers (net_arch vf=[]); supported: at least one "
+                            "hidden layer in each network")
     return problems
 
 

@@ -83,6 +83,7 @@ def load(path, *, activation: str | None = None):
         action_shape=(weights.act_dim,),
         hidden=weights.pi_hidden,
         activation=jax_activation,
+        critic_hidden=weights.vf_hidden,  # None-equivalent when it equals pi (net_arch=[64, 64])
     )
 
     # The key table's Flax parameter paths -> the parameter tree of the default Flax towers;

@@ -86,7 +86,7 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     _check_spaces(model_def, obs_space, act_space)
 
     policy_kwargs = dict(
-        net_arch=dict(pi=list(model_def.hidden), vf=list(model_def.hidden)),
+        net_arch=dict(pi=list(model_def.hidden), vf=list(model_def.critic_widths)),
         activation_fn=getattr(torch.nn, _JAX_TO_TORCH_ACTIVATION[model_def.activation]),
     )
     model = algo_cls("MlpPolicy", _SpacesOnlyEnv(obs_space, act_space), policy_kwargs=policy_kwargs,

@@ -29,7 +29,7 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
 
     ``check`` is one of: "pos_int", "nonneg_int", "float" (any finite number), "pos_float", "nonneg_float", "unit_interval"
     (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf for
-    "off"), "activation", "hidden", "bool", "network" (None or "module:factory"), "options" (a
+    "off"), "activation", "hidden", "hidden_or_none" (None or "hidden"), "bool", "network" (None or "module:factory"), "options" (a
     dict of JSON keyword options, kept as sorted (key, value) pairs so the config stays hashable).
     Every float must be finite, except the explicit inf of
     "pos_float_or_inf".
@@ -118,6 +118,8 @@ def _check_value(name: str, check: str, value: Any) -> Any:
         if not value or any(not _is_int(h) or h <= 0 for h in value):
             _fail(name, "a non-empty sequence of positive integer layer widths", value)
         return tuple(int(h) for h in value)
+    if check == "hidden_or_none":
+        return None if value is None else _check_value(name, "hidden", value)
     if check == "bool":
         if not isinstance(value, (bool, np.bool_)):
             _fail(name, "True or False", value)
@@ -158,6 +160,12 @@ class ValidatedConfig:
         """The fields as JSON-ready values (``hidden`` as a list)."""
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
+        for f in dataclasses.fields(self):
+            if f.metadata["check"] == "hidden_or_none":
+                if d[f.name] is None:  # absent = None: configs written before the field read alike
+                    del d[f.name]
+                else:
+                    d[f.name] = list(d[f.name])
         for f in dataclasses.fields(self):
             if f.metadata["check"] == "options":
                 d[f.name] = {k: json.loads(json.dumps(v)) for k, v in getattr(self, f.name)}
@@ -213,7 +221,11 @@ class AlgoConfig(RolloutBudget, ValidatedConfig):
     lr_decay: float = cfg_field(10**0.4, "nonneg_float",
                                 "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
     adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
-    hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor and critic)")
+    hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor, and critic "
+                              "unless --critic-hidden)")
+    critic_hidden: tuple | None = cfg_field(
+        None, "hidden_or_none", "hidden layer widths of the critic when they differ from the "
+        "actor's (SB3's net_arch=dict(pi=..., vf=...)); default: hidden")
     activation: str = cfg_field("tanh", "activation", "hidden activation")
     log_std_init: float = cfg_field(0.0, "float", "initial log std of the Gaussian policy "
                                     "(every action dimension; 0: std 1, the paper's)")
@@ -256,7 +268,7 @@ def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> Non
         kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
         if check == "bool":
             group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif check == "hidden":
+        elif check in ("hidden", "hidden_or_none"):
             group.add_argument(flag, type=int, nargs="+", metavar="W", **kw)
         elif check == "activation":
             group.add_argument(flag, choices=activation_choices, **kw)

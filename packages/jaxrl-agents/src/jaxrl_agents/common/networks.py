@@ -216,7 +216,8 @@ class ActorCritic:
             (MultiDiscrete).
         action_shape: (action_dim,) for "gaussian", (n,) for "categorical", nvec for
             "multi_categorical".
-        hidden: hidden layer widths, shared by actor and critic (default towers only).
+        hidden: hidden layer widths of the actor, and of the critic unless `critic_hidden` is
+            given (default towers only).
         activation: one of `ACTIVATIONS` (default towers only).
         network: None for the default towers, or ``"module:factory"`` naming
             ``factory(obs_dim, n_outputs, **network_options) -> (actor, critic)``: two linen
@@ -225,6 +226,8 @@ class ActorCritic:
             ``"params"`` collection only. A factory callable is accepted and stored by name.
         network_options: keyword options of the factory (JSON values; a dict or (key, value)
             pairs, stored as sorted pairs with lists as tuples so the definition stays hashable).
+        critic_hidden: hidden layer widths of the critic when they differ from the actor's (SB3's
+            ``net_arch=dict(pi=..., vf=...)``); None: the critic has `hidden` (default towers only).
 
     Raises:
         ValueError: naming the field, before anything is compiled; for a user network also when
@@ -239,6 +242,7 @@ class ActorCritic:
     activation: str = "tanh"
     network: str | None = None
     network_options: tuple = ()
+    critic_hidden: tuple[int, ...] | None = None
     actor: nn.Module = dataclasses.field(init=False, repr=False, compare=False)
     critic: nn.Module = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -257,6 +261,13 @@ class ActorCritic:
                 f"action_shape: {self.action_kind} expects one entry, got {self.action_shape!r}")
         if not self.hidden or any(h <= 0 for h in self.hidden):
             raise ValueError(f"hidden: expected positive layer widths, got {self.hidden!r}")
+        if self.critic_hidden is not None:
+            widths = tuple(int(h) for h in self.critic_hidden)
+            if not widths or any(h <= 0 for h in widths):
+                raise ValueError(f"critic_hidden: expected positive layer widths or None, got "
+                                 f"{self.critic_hidden!r}")
+            # The same widths as the actor's are the shared-width network: one definition of it.
+            object.__setattr__(self, "critic_hidden", None if widths == self.hidden else widths)
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation: expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
@@ -274,8 +285,11 @@ class ActorCritic:
                 raise ValueError(f"network_options: only a user network takes options; got "
                                  f"{dict(options)} with network=None")
             actor = MLP((*self.hidden, self.head.n_outputs), self.activation, POLICY_HEAD_GAIN)
-            critic = MLP((*self.hidden, 1), self.activation, VALUE_HEAD_GAIN)
+            critic = MLP((*self.critic_widths, 1), self.activation, VALUE_HEAD_GAIN)
         else:
+            if self.critic_hidden is not None:
+                raise ValueError(f"critic_hidden: only the default towers take it; a user network "
+                                 f"({self.network}) builds its own critic, got {self.critic_hidden}")
             object.__setattr__(self, "network", network_spec(self.network))
             actor, critic = self._build_user_towers()
         object.__setattr__(self, "actor", actor)
@@ -320,11 +334,11 @@ class ActorCritic:
     # ------------------------------------------------------------------ construction helpers
     @classmethod
     def from_spaces(cls, observation_space, action_space, hidden=(128, 128), activation="tanh",
-                    network=None, network_options=()):
+                    network=None, network_options=(), critic_hidden=None):
         """Build the network definition for gymnasium spaces.
 
-        Observations are 1-D Box; actions Box, Discrete or MultiDiscrete. `network` / `network_options`
-        are as the fields.
+        Observations are 1-D Box; actions Box, Discrete or MultiDiscrete. `network`,
+        `network_options` and `critic_hidden` are as the fields.
         """
         from gymnasium import spaces
 
@@ -345,7 +359,8 @@ class ActorCritic:
             raise ValueError(
                 "action_space: expected gymnasium Box, Discrete or MultiDiscrete, got "
                 f"{type(action_space).__name__}")
-        return cls(obs_dim, kind, shape, hidden, activation, network, network_options)
+        return cls(obs_dim, kind, shape, hidden, activation, network, network_options,
+                   critic_hidden)
 
     def to_dict(self) -> dict:
         """JSON-serialisable description; ``ActorCritic(**d)`` rebuilds it.
@@ -357,9 +372,16 @@ class ActorCritic:
         d = {"obs_dim": self.obs_dim, "action_kind": self.action_kind,
              "action_shape": list(self.action_shape)}
         if self.network is None:
-            return {**d, "hidden": list(self.hidden), "activation": self.activation}
+            d = {**d, "hidden": list(self.hidden), "activation": self.activation}
+            # Only written when it differs, so shared-width policy files stay as they were.
+            return d if self.critic_hidden is None else {**d, "critic_hidden": list(self.critic_hidden)}
         return {**d, "network": self.network,
                 "network_options": {k: _thaw(v) for k, v in self.network_options}}
+
+    @property
+    def critic_widths(self) -> tuple[int, ...]:
+        """The critic's hidden layer widths (default towers): `critic_hidden` or `hidden`."""
+        return self.hidden if self.critic_hidden is None else self.critic_hidden
 
     @property
     def head(self):
@@ -397,7 +419,7 @@ class ActorCritic:
         if self.network is None:
             actor_net = mlp_init(k_actor, (self.obs_dim, *self.hidden, self.head.n_outputs),
                                  POLICY_HEAD_GAIN)
-            critic_net = mlp_init(k_critic, (self.obs_dim, *self.hidden, 1), VALUE_HEAD_GAIN)
+            critic_net = mlp_init(k_critic, (self.obs_dim, *self.critic_widths, 1), VALUE_HEAD_GAIN)
         else:
             obs = jnp.zeros((1, self.obs_dim), jnp.float32)
             actor_net = _float32(self.actor.init(k_actor, obs)["params"])

@@ -171,8 +171,10 @@ class Policy:
         atomic_savez(os.path.join(directory, PARAMS_NPZ),
                      flatten_dict(jax.device_get(self.params)), compress=False)
         atomic_write_json(os.path.join(directory, POLICY_JSON), {
-            # Version 1 for the default towers: their files stay readable by older releases.
-            "format": POLICY_FORMAT, "format_version": 1 if self.model.network is None else 2,
+            # Version 1 for the default towers with one width list: their files stay readable by
+            # older releases (which know neither user networks nor a critic of its own widths).
+            "format": POLICY_FORMAT,
+            "format_version": 1 if self.model.network is None and self.model.critic_hidden is None else 2,
             "network": self.model.to_dict(), "metadata": _jsonable(self.metadata)})
 
     @classmethod

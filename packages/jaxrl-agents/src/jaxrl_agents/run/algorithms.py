@@ -71,10 +71,11 @@ def model_for(env, cfg: AlgoConfig) -> ActorCritic:
     """The actor-critic definition for `env`'s spaces.
 
     The config's user network (``cfg.network``, ``cfg.network_options``) or the default towers
-    (hidden sizes/activation).
+    (hidden sizes, the critic's own when ``cfg.critic_hidden`` is set, activation).
     """
     return ActorCritic.from_spaces(env.observation_space, env.action_space, cfg.hidden,
-                                   cfg.activation, cfg.network, cfg.network_options)
+                                   cfg.activation, cfg.network, cfg.network_options,
+                                   cfg.critic_hidden)
 
 
 class Compiled(NamedTuple):
