@@ -201,3 +201,24 @@ def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert str(path) in done.stderr and match in done.stderr
+
+
+def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
+    """A shell starts `nohup ... &` jobs with SIGINT ignored, and children inherit it; the deadline
+    must still stop the run (the 900 s timeout only catches a hang, it times nothing)."""
+    import signal
+
+    (tmp_path / "long.toml").write_text(MINI.replace("total_steps = 2048", "total_steps = 200_000_000"))
+    done = subprocess.run([sys.executable, "-m", "scripts.campaign", "run", "long.toml", "--minutes",
+                           "0.5", "--entry", "base", "--progress", "off"],
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=900,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "deadline reached" in done.stdout
+    run_dir = find_run_dir(str(tmp_path / "runs" / "base" / "s1"))
+    if run_dir is not None:  # None: stopped while compiling, and the trainer left nothing
+        from jaxrl_agents.run.fileio import lock_directory
+
+        with lock_directory(run_dir):  # no process is left holding the run
+            pass
