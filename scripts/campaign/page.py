@@ -108,12 +108,29 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def _learning_curves(summaries: dict, path: str) -> None:
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (the page is built without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _finish_log_plot(plt, fig, ax, xlabel: str, ylabel: str, path: str) -> None:
+    """Log y axis, labels and legend; write the figure to `path` and close it."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _learning_curves(summaries: dict, path: str) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colours = plt.get_cmap("tab10").colors
     for i, (name, runs) in enumerate(summaries.items()):
@@ -123,13 +140,8 @@ def _learning_curves(summaries: dict, path: str) -> None:
             ax.plot(steps / 1e6, s["curve"]["best_JT"], color=colours[i % 10], lw=1,
                     label=name if j == 0 else None)
     ax.axhline(PAPER_JT, color="k", ls="--", lw=0.8, label=f"paper {PAPER_JT:.3g}")
-    ax.set_yscale("log")
-    ax.set_xlabel("environment steps (millions; fine-tuning runs after their source's best)")
-    ax.set_ylabel("best evaluation J_T so far")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish_log_plot(plt, fig, ax, "environment steps (millions; fine-tuning runs after their "
+                     "source's best)", "best evaluation J_T so far", path)
 
 
 def _frontier(summaries: dict) -> dict:
@@ -147,11 +159,7 @@ def _frontier(summaries: dict) -> dict:
 
 
 def _frontier_plot(front: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     t = np.array(front["t"])
     for key, label, style in (("rl", "RL alone (deterministic policy)", "o-"),
@@ -161,24 +169,14 @@ def _frontier_plot(front: dict, path: str) -> None:
             ax.plot(t, y, style, ms=4, label=label)
     ax.plot([PAPER_GATE_NS], [PAPER_JT], "k*", ms=10, label="paper's RL pulse")
     ax.plot([8, 10, 12], [1.0e-2, 2.2e-5, 4.2e-5], "x", color="grey",
-            label="reference GRAPE speed limit (cited)")
+            label="reference GRAPE at the 20 rad/ns bound (cited)")
     ax.axhline(1e-4, color="grey", lw=0.6, ls=":")
-    ax.set_yscale("log")
-    ax.set_xlabel("gate time T (ns): best gate no longer than T")
-    ax.set_ylabel("J_T")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish_log_plot(plt, fig, ax, "gate time T (ns): best gate no longer than T", "J_T", path)
 
 
 def _robustness_maps(policy: dict, paper, path: str) -> None:
     """The best domain-randomised policy's map beside the paper pulse's, one colour scale."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     rob = policy["robustness"]
     n = rob["n"]
     grids = [np.log10(np.asarray(rob["jt_at_gate_time"]).reshape(n, n)),
