@@ -10,9 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .validation import check_action_dict, check_action_shape  # noqa: F401 (re-exported)
-
-__all__ = ["check_action_dict", "check_action_shape", "check_params", "select_where"]
+__all__ = ["check_params", "select_where"]
 
 
 def select_where(done: jax.Array, new: Any, old: Any) -> Any:

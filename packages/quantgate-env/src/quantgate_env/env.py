@@ -25,16 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .config import EnvConfig, MultiGateConfig
-from .core import CoreState, EnvParams, GateCore, normalised_excess, segment_reward
+from .core import CoreState, EnvParams, GateCore
 from .device import DeviceParams
 from .evaluation import GateEvaluation
-from .plan import lines_plan, plan_for
+from .plan import lines_plan
 from .propagation import TaylorPlan
 from .validation import check_action_shape
 
 __all__ = ["EnvParams", "EnvState", "GateEnv", "make", "observation_layout"]
-# (normalised_excess, segment_reward and plan_for live in core/plan; importable from here as before)
-_REEXPORTED = (normalised_excess, segment_reward, plan_for)
 
 #: The state of ``GateEnv``: the core's state with one line (``amps`` is (1, K)).
 EnvState = CoreState

@@ -26,7 +26,7 @@ Step semantics (all agents act at once; float64/complex128 under x64 by default,
   ``n_levels`` levels linspace(-1, 1, n_levels) x delta per sample;
 * u_k = u_last + cumulative deltas; amplitudes beyond a line's bound are clipped and the
   normalised excess sum_k max(|u_k|/B_line - 1, 0) is that agent's excess;
-* team reward = the single-agent gate reward (``env.segment_reward``) with the TV penalty summed
+* team reward = the single-agent gate reward (``core.segment_reward``) with the TV penalty summed
   over lines and the excess summed over lines; every agent gets it. Out of bounds on any line
   truncates everyone in ``oob_mode="terminate"``; all agents end together.
 
@@ -54,7 +54,7 @@ a level d is allowed for sample k+1 iff lo_k + d >= -B and hi_k + d <= B, i.e. i
 bounds *whatever* allowed levels the earlier samples take; then lo, hi extend by the smallest and
 largest allowed level. Any action whose every component is taken from its mask therefore stays
 in bounds (the environment accumulates discrete samples with the same floating-point additions as
-the mask, rounding is monotone, and ``env.normalised_excess`` is exactly 0 up to the bound, so this
+the mask, rounding is monotone, and ``core.normalised_excess`` is exactly 0 up to the bound, so this
 holds to the last bit). Level 0 is always allowed
 (n_levels is odd), so no mask is empty. The rule is conservative: an early sample may use the
 whole headroom, so later samples are restricted as if it had.

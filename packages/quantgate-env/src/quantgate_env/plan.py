@@ -6,34 +6,28 @@ environment's bound comes from its control lines' amplitude bounds on the nomina
 that robustness maps and evaluation on nearby devices stay exact (a sample outside the plan reports
 NaN, never a silently wrong state). Settings beyond ``propagation.MAX_THETA`` are refused here, in
 Python, with a message naming the options responsible. The single- and multi-line environments
-(one core, ``core.GateCore``) take their plan from ``lines_plan``; fixed pulses from
-``pulses.pulse_plan``.
+(one core, ``core.GateCore``) take their plan from ``lines_plan``. A fixed pulse's plan
+(``pulses.pulse_plan``) lives with the fixed pulses: it names the pulse file's lines in its errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Sequence
 
 import numpy as np
 
 from .config import EnvConfig, MultiGateConfig
-from .device import DeviceParams, nominal_device
+from .device import nominal_device
 from .hamiltonian import line_diagonals
 from .propagation import MAX_THETA, TaylorPlan, taylor_plan, theta_bound, theta_bound_lines
 
-__all__ = ["PLAN_MARGIN", "lines_plan", "plan_for", "pulse_plan"]
+__all__ = ["lines_plan", "plan_for"]
 
 # Frequency slack (GHz) the propagation plan covers beyond the configured drift, so that
 # robustness maps and evaluation on nearby devices stay exact (a sample outside the plan would
 # report NaN, never a silently wrong state).
 _PLAN_SLACK_GHZ = 0.1
-
-# Margin added to a fixed pulse's plan bound so that small parameter changes (drift, robustness
-# maps) under vmap stay inside it; a sample outside it reports NaN (see propagation).
-PLAN_MARGIN = 1.05
 
 _DRIFT_OPTIONS = ("max_drift", "qubit_drift_mhz", "coupler_drift_mhz", "g_drift_mhz")
 
@@ -106,57 +100,3 @@ def lines_plan(cfg: MultiGateConfig) -> TaylorPlan:
     amplitude_options = {"a_scale": cfg.env.a_scale, "a_norm_max": cfg.env.a_norm_max}
     amplitude_options.update({f"{a}_amp_bound": cfg.bound(a) for a in cfg.actuators if a != "coupler"})
     return plan_for(cfg.env, theta_bound_lines(nominal_device(), lines, cfg.env.dt), amplitude_options)
-
-
-def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, amp_bound: float | None = None,
-               csv_path: str | os.PathLike | None = None) -> TaylorPlan:
-    """Taylor plan covering every sample of a pulse on every given device (concrete numbers).
-
-    A pulse beyond what the exact propagator covers (``propagation.MAX_THETA``: samples up to
-    ~5 ns at 20 rad/ns, see there) is refused before anything compiles: if even the reference
-    amplitude (0, or ``amp_bound``) is too much the error names ``dt``, otherwise the first sample
-    beyond the bound (``amps[k]``, or its line in ``csv_path``) and the largest |u| allowed.
-
-    Args:
-        amps: (n_samples,) finite amplitudes, rad/ns.
-        dt: sample duration, ns (positive).
-        devices: concrete devices (GHz) the pulse will be played on.
-        amp_bound: cover every |u| <= amp_bound instead of the pulse's own peak (rad/ns), for
-            callers whose iterates move (GRAPE).
-        csv_path: the file ``amps`` came from (``load_pulse_csv``), to name lines in errors.
-
-    Raises:
-        ValueError: as above, naming dt, the sample or the CSV line.
-    """
-    def theta(u: float) -> float:
-        return PLAN_MARGIN * max(theta_bound(device, u, dt) for device in devices)
-
-    peak = float(np.max(np.abs(amps))) if amp_bound is None else float(amp_bound)
-    worst = theta(peak)
-    if worst <= MAX_THETA:
-        return taylor_plan(worst)
-    reference = 0.0 if amp_bound is None else float(amp_bound)
-    base = theta(reference)
-    if not base <= MAX_THETA:
-        at = "even at u = 0" if amp_bound is None else f"at |u| <= {amp_bound:g} rad/ns"
-        name = "dt" if csv_path is None else f"{os.fspath(csv_path)!r} time step (tlist)"
-        raise ValueError(
-            f"{name}: samples of {dt:.4g} ns have a phase spread theta = {base:.4g} rad {at}, beyond the "
-            f"{MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected dt <= "
-            f"{MAX_THETA / base * dt:.3g} ns"
-        )
-    # theta grows with |u|, so the first offending sample is the first whose |u| exceeds the
-    # largest allowed magnitude; bisect for that magnitude (only on this error path)
-    lo, hi = 0.0, peak
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if theta(mid) <= MAX_THETA else (lo, mid)
-    k = int(np.argmax(np.abs(amps) > lo))
-    from .pulses import CSV_FIRST_SAMPLE_LINE  # the CSV format's own constant (pulses imports this module)
-
-    where = f"amps[{k}]" if csv_path is None else f"{os.fspath(csv_path)!r} line {k + CSV_FIRST_SAMPLE_LINE} (amplist)"
-    raise ValueError(
-        f"{where}: {float(amps[k])!r} rad/ns for dt = {dt:g} ns has a phase spread theta = {theta(abs(float(amps[k]))):.4g} "
-        f"rad, beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected "
-        f"|u| <= {lo:.4g} rad/ns at this dt"
-    )

@@ -6,6 +6,7 @@ import csv
 import functools
 import math
 import os
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -17,13 +18,10 @@ from .files import atomic_open
 from .hamiltonian import sector_drift
 from .metrics import OBJECTIVES, state_metrics
 from .precision import x64_scope
-from .propagation import TaylorPlan, initial_sector_state, propagate_samples
+from .propagation import MAX_THETA, TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
 from .validation import choice, finite_array, positive_number
 
-__all__ = ["load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
-
-# The plan of a fixed pulse is made where every plan is made (``plan``); re-exported here.
-from .plan import PLAN_MARGIN, pulse_plan  # noqa: E402,F401
+__all__ = ["PLAN_MARGIN", "load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
 
 
 class PulseTrace(NamedTuple):
@@ -37,6 +35,62 @@ class PulseTrace(NamedTuple):
 #: Line of a pulse file that holds sample 0 of ``load_pulse_csv``'s amps (line 1 is the header,
 #: line 2 the t = 0 row that is never applied); sample k is on line k + CSV_FIRST_SAMPLE_LINE.
 CSV_FIRST_SAMPLE_LINE = 3
+
+# Margin added to a fixed pulse's plan bound so that small parameter changes (drift, robustness
+# maps) under vmap stay inside it; a sample outside it reports NaN (see propagation).
+PLAN_MARGIN = 1.05
+
+
+def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, amp_bound: float | None = None,
+               csv_path: str | os.PathLike | None = None) -> TaylorPlan:
+    """Taylor plan covering every sample of a pulse on every given device (concrete numbers).
+
+    A pulse beyond what the exact propagator covers (``propagation.MAX_THETA``: samples up to
+    ~5 ns at 20 rad/ns, see there) is refused before anything compiles: if even the reference
+    amplitude (0, or ``amp_bound``) is too much the error names ``dt``, otherwise the first sample
+    beyond the bound (``amps[k]``, or its line in ``csv_path``) and the largest |u| allowed.
+
+    Args:
+        amps: (n_samples,) finite amplitudes, rad/ns.
+        dt: sample duration, ns (positive).
+        devices: concrete devices (GHz) the pulse will be played on.
+        amp_bound: cover every |u| <= amp_bound instead of the pulse's own peak (rad/ns), for
+            callers whose iterates move (GRAPE).
+        csv_path: the file ``amps`` came from (``load_pulse_csv``), to name lines in errors.
+
+    Raises:
+        ValueError: as above, naming dt, the sample or the CSV line.
+    """
+    def theta(u: float) -> float:
+        return PLAN_MARGIN * max(theta_bound(device, u, dt) for device in devices)
+
+    peak = float(np.max(np.abs(amps))) if amp_bound is None else float(amp_bound)
+    worst = theta(peak)
+    if worst <= MAX_THETA:
+        return taylor_plan(worst)
+    reference = 0.0 if amp_bound is None else float(amp_bound)
+    base = theta(reference)
+    if not base <= MAX_THETA:
+        at = "even at u = 0" if amp_bound is None else f"at |u| <= {amp_bound:g} rad/ns"
+        name = "dt" if csv_path is None else f"{os.fspath(csv_path)!r} time step (tlist)"
+        raise ValueError(
+            f"{name}: samples of {dt:.4g} ns have a phase spread theta = {base:.4g} rad {at}, beyond the "
+            f"{MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected dt <= "
+            f"{MAX_THETA / base * dt:.3g} ns"
+        )
+    # theta grows with |u|, so the first offending sample is the first whose |u| exceeds the
+    # largest allowed magnitude; bisect for that magnitude (only on this error path)
+    lo, hi = 0.0, peak
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if theta(mid) <= MAX_THETA else (lo, mid)
+    k = int(np.argmax(np.abs(amps) > lo))
+    where = f"amps[{k}]" if csv_path is None else f"{os.fspath(csv_path)!r} line {k + CSV_FIRST_SAMPLE_LINE} (amplist)"
+    raise ValueError(
+        f"{where}: {float(amps[k])!r} rad/ns for dt = {dt:g} ns has a phase spread theta = {theta(abs(float(amps[k]))):.4g} "
+        f"rad, beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected "
+        f"|u| <= {lo:.4g} rad/ns at this dt"
+    )
 
 
 def _read_csv_rows(path: str | os.PathLike) -> list[tuple[int, list[str]]]:
