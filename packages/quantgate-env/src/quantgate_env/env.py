@@ -17,7 +17,6 @@ The physics is float64 by default: trace these functions under ``jax.enable_x64(
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import gymnasium
 import jax
@@ -25,12 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .config import EnvConfig, MultiGateConfig
-from .core import CoreState, EnvParams, GateCore
-from .device import DeviceParams
+from .core import CoreState, EnvParams
 from .evaluation import GateEvaluation
 from .plan import lines_plan
 from .propagation import TaylorPlan
 from .validation import check_action_shape
+from .view import CoreView
 
 __all__ = ["EnvParams", "EnvState", "GateEnv", "make", "observation_layout"]
 
@@ -60,7 +59,7 @@ def observation_layout(n_time_steps: int = 3) -> list[str]:
 
 
 @dataclasses.dataclass(frozen=True)
-class GateEnv:
+class GateEnv(CoreView):
     """The perfect-entangler gate environment (functional core, the coupler line alone).
 
     A view of ``core.GateCore`` with ``actuators=("coupler",)``: (K,) actions, (obs_dim,)
@@ -87,17 +86,10 @@ class GateEnv:
     def _lines_config(self) -> MultiGateConfig:
         return MultiGateConfig(env=self.config, actuators=("coupler",))
 
-    @functools.cached_property
-    def core(self) -> GateCore:
-        """The one-line ``GateCore`` this environment is a view of."""
-        return GateCore(self._lines_config, self.plan)
+    def _view(self, rows: jnp.ndarray) -> jnp.ndarray:
+        return rows[0]
 
     # ---- static description -------------------------------------------------------------
-
-    @property
-    def max_episode_steps(self) -> int:
-        """Steps of a full episode (333 for the paper)."""
-        return self.config.n_steps
 
     @property
     def observation_space(self) -> gymnasium.spaces.Box:
@@ -111,50 +103,11 @@ class GateEnv:
         return gymnasium.spaces.Box(-1.0, 1.0, shape=(self.config.n_time_steps,), dtype=np.float32)
 
     @property
-    def default_params(self) -> EnvParams:
-        """Training parameters: the nominal device with the configured drift half-widths.
-
-        Numpy arrays in the configured precision; works inside ``jit``.
-        """
-        return self.core.default_params
-
-    @property
-    def eval_params(self) -> EnvParams:
-        """Evaluation parameters: the nominal device, no drift (works inside ``jit``)."""
-        return self.core.eval_params
-
-    @property
     def evaluation(self):
         """What an agent records and prints of an evaluation episode (docs/contracts.md)."""
         return GateEvaluation()
 
-    # ---- pure functions -------------------------------------------------------------------
-
-    def reset(self, key: jax.Array, params: EnvParams) -> tuple[jnp.ndarray, EnvState]:
-        """Start an episode on a device drawn from ``params`` (the nominal one without drift).
-
-        Returns:
-            obs (obs_dim,) in the configured precision and the state.
-        """
-        obs, state = self.core.reset(key, params, "GateEnv.reset")
-        return obs[0], state
-
-    def reset_to(self, device: DeviceParams) -> tuple[jnp.ndarray, EnvState]:
-        """Start an episode on exactly this device (no randomness)."""
-        obs, state = self.core.reset_to(device, "GateEnv.reset_to")
-        return obs[0], state
-
-    def next_episode(self, key: jax.Array, state: EnvState, params: EnvParams) -> tuple[jnp.ndarray, EnvState]:
-        """Start the episode that follows ``state``'s (``GateCore.next_episode``).
-
-        The next episode gets a fresh device with ``resample_drift``, else the same one.
-        """
-        obs, state = self.core.next_episode(key, state, params)
-        return obs[0], state
-
-    def observe(self, state: EnvState) -> jnp.ndarray:
-        """(obs_dim,) observation of ``state`` (what the step or reset that made it returned)."""
-        return self.core.observe(state)[0]
+    # ---- pure functions (reset, reset_to, next_episode, observe: ``view.CoreView``) --------
 
     def step(self, key: jax.Array, state: EnvState, action: jnp.ndarray, params: EnvParams):
         """Play one segment of K samples.

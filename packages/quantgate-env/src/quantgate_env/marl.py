@@ -63,19 +63,18 @@ whole headroom, so later samples are restricted as if it had.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import gymnasium
 import jax
 import jax.numpy as jnp
 
 from .config import ACTION_MODES, QUBIT_AMP_BOUND, MultiGateConfig
-from .core import CoreState, EnvParams, GateCore
-from .device import DeviceParams
+from .core import CoreState, EnvParams
 from .env import GateEnv
 from .evaluation import MultiGateEvaluation
 from .propagation import TaylorPlan
 from .validation import check_action_dict, check_action_shape
+from .view import CoreView
 
 __all__ = [
     "ACTION_MODES",
@@ -94,7 +93,7 @@ _PER_LINE = ("amps", "excess", "cost", "action_mask", "masked_action", "final_ob
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiGateEnv:
+class MultiGateEnv(CoreView):
     """The multi-actuator gate environment (functional core; hashable, a static jit argument).
 
     Pure functions, jit- and vmap-able (agent-keyed dicts in and out):
@@ -124,10 +123,12 @@ class MultiGateEnv:
         if self.plan is None:
             object.__setattr__(self, "plan", self.core.plan)
 
-    @functools.cached_property
-    def core(self) -> GateCore:
-        """The ``GateCore`` this environment is a view of."""
-        return GateCore(self.config, self.plan)
+    @property
+    def _lines_config(self) -> MultiGateConfig:
+        return self.config
+
+    def _view(self, rows) -> dict:
+        return self._per_agent(rows)
 
     # ---- static description -------------------------------------------------------------
 
@@ -140,24 +141,6 @@ class MultiGateEnv:
     def gate(self) -> GateEnv:
         """The single-agent environment sharing this one's pulse, reward and drift configuration."""
         return GateEnv(self.config.env, self.plan)
-
-    @property
-    def max_episode_steps(self) -> int:
-        """Steps of a full episode (333 for the paper), as ``GateEnv``'s."""
-        return self.config.env.n_steps
-
-    @property
-    def default_params(self) -> EnvParams:
-        """Training parameters: the nominal device with the configured drift half-widths.
-
-        Numpy arrays in the configured precision; works inside ``jit``.
-        """
-        return self.core.default_params
-
-    @property
-    def eval_params(self) -> EnvParams:
-        """Evaluation parameters: the nominal device, no drift (numpy; works inside ``jit``)."""
-        return self.core.eval_params
 
     @property
     def evaluation(self):
@@ -184,30 +167,7 @@ class MultiGateEnv:
         if agent not in self.agents:
             raise ValueError(f"agent: expected one of {self.agents}, got {agent!r}")
 
-    # ---- pure functions -------------------------------------------------------------------
-
-    def reset(self, key: jax.Array, params: EnvParams) -> tuple[dict, MultiGateState]:
-        """Start an episode on a device drawn from ``params`` (same draw as ``GateEnv.reset``).
-
-        Returns:
-            obs {agent: (obs_dim,)} and the state.
-        """
-        obs, state = self.core.reset(key, params, "MultiGateEnv.reset")
-        return self._per_agent(obs), state
-
-    def reset_to(self, device: DeviceParams) -> tuple[dict, MultiGateState]:
-        """Start an episode on exactly this device."""
-        obs, state = self.core.reset_to(device, "MultiGateEnv.reset_to")
-        return self._per_agent(obs), state
-
-    def next_episode(self, key: jax.Array, state: MultiGateState, params: EnvParams) -> tuple[dict, MultiGateState]:
-        """Start the episode that follows ``state``'s (``GateCore.next_episode``)."""
-        obs, state = self.core.next_episode(key, state, params)
-        return self._per_agent(obs), state
-
-    def observe(self, state: MultiGateState) -> dict:
-        """{agent: (obs_dim,)} observations of ``state``."""
-        return self._per_agent(self.core.observe(state))
+    # ---- pure functions (reset, reset_to, next_episode, observe: ``view.CoreView``) --------
 
     def action_masks(self, state: MultiGateState) -> dict:
         """Discrete-mode masks {agent: (K, n_levels) bool} for the next step.
