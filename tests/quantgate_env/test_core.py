@@ -6,13 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 import quantgate_env
 from quantgate_env import load_pulse_csv, make, make_multi, nominal_device, rollout_pulse
-from quantgate_env.hamiltonian import line_diagonals, sector_drift
-from quantgate_env.metrics import state_metrics
-from quantgate_env.pulses import PLAN_MARGIN
-from quantgate_env.propagation import initial_sector_state, propagate_samples_lines, taylor_plan, theta_bound
+from quantgate_env.physics.hamiltonian import line_diagonals, sector_drift
+from quantgate_env.physics.metrics import state_metrics
+from quantgate_env.physics.propagation import initial_sector_state, propagate_samples_lines, taylor_plan, theta_bound
+from quantgate_env.tools.pulses import PLAN_MARGIN
 
 SHORT = dict(pulse_length=30, T=1.5)  # 10 steps of K = 3
 KEY = jax.random.PRNGKey(0)

@@ -1,7 +1,7 @@
 """The one core reproduces what GateEnv and MultiGateEnv did before they were merged (issue 13).
 
 ``fixtures/core_outputs.npz`` was recorded by ``fixtures/record_core.py`` on the code of commit
-0f0f207, before the single- and multi-line environments became views of ``quantgate_env.core``.
+0f0f207, before the single- and multi-line environments became views of ``quantgate_env.mdp.core``.
 Here the same seeded action sequences are replayed on the current code. Tolerances: flags,
 masks and integer entries exactly; every float 1e-12 absolute (the recording is float64; another
 CPU or XLA build may round differently in the last bits, and over 24 steps of ~30 dense matrix

@@ -1,7 +1,7 @@
 """The packed fast paths of issue 16 give exactly the numbers of the functional core.
 
 The Gymnasium env carries its key and state as one packed vector and returns a step's results as
-another (``quantgate_env.packing``); the two sector series share one loop. Neither may change a bit.
+another (``quantgate_env.adapters.packing``); the two sector series share one loop. Neither may change a bit.
 """
 
 import gymnasium
@@ -12,11 +12,11 @@ import pytest
 import quantgate_env  # noqa: F401  (registers ZCQPEE-v0)
 import scipy.linalg
 from quantgate_env import make
-from quantgate_env.device import nominal_device
-from quantgate_env.gym_env import GateGymEnv, GateVectorEnv
-from quantgate_env.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL, sector_drift
-from quantgate_env.packing import FlatLayout
-from quantgate_env.propagation import _expm_apply_blocks, _expm_apply_shifted, taylor_plan, theta_bound
+from quantgate_env.adapters.gymnasium import GateGymEnv, GateVectorEnv
+from quantgate_env.adapters.packing import FlatLayout
+from quantgate_env.physics.device import nominal_device
+from quantgate_env.physics.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL, sector_drift
+from quantgate_env.physics.propagation import _expm_apply_blocks, _expm_apply_shifted, taylor_plan, theta_bound
 
 SHORT = dict(pulse_length=30, T=1.5)  # 10 steps of 3 samples
 

@@ -1,4 +1,4 @@
-"""quantgate_env.evaluation: the gate summary by hand, its progress line, and what the single- and
+"""quantgate_env.mdp.evaluation: the gate summary by hand, its progress line, and what the single- and
 multi-line envs record per step (what an agent's evaluation episode keeps)."""
 
 import math
@@ -6,9 +6,8 @@ import math
 import jax
 import numpy as np
 import pytest
-
 import quantgate_env as qg
-from quantgate_env.evaluation import GateEvaluation, MultiGateEvaluation
+from quantgate_env.mdp.evaluation import GateEvaluation, MultiGateEvaluation
 
 
 def test_gate_summary_by_hand():

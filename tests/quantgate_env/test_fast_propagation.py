@@ -22,9 +22,9 @@ import scipy.linalg
 from quantgate_env import gymnax as qg_gymnax
 from quantgate_env import jaxmarl as qg_jaxmarl
 from quantgate_env import make, make_multi
-from quantgate_env.config import EnvConfig
-from quantgate_env.fast_propagation import expm_apply_blocks_fast
-from quantgate_env.hamiltonian import (
+from quantgate_env.mdp.config import EnvConfig
+from quantgate_env.physics.fast_propagation import expm_apply_blocks_fast
+from quantgate_env.physics.hamiltonian import (
     SECTOR1_CONTROL,
     SECTOR1_IDX,
     SECTOR2_CONTROL,
@@ -33,8 +33,8 @@ from quantgate_env.hamiltonian import (
     full_drift_hamiltonian,
     sector_drift,
 )
-from quantgate_env.metrics import WEYL_DIGITS, state_metrics
-from quantgate_env.propagation import SectorState, _expm_apply_blocks
+from quantgate_env.physics.metrics import WEYL_DIGITS, state_metrics
+from quantgate_env.physics.propagation import SectorState, _expm_apply_blocks
 
 KET_010, KET_100, KET_110 = 3, 9, 12
 

@@ -1,4 +1,4 @@
-"""GRAPE refinement of a fixed pulse (quantgate_env.grape) and the quantgate-refine command.
+"""GRAPE refinement of a fixed pulse (quantgate_env.tools.grape) and the quantgate-refine command.
 
 The refinement of the paper's RL pulse is compiled and run once (module fixture) and reused.
 """
@@ -9,12 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from quantgate_env import RefineResult, load_pulse_csv, nominal_device, refine_pulse, rollout_pulse, save_pulse_csv
-from quantgate_env.grape import AMP_BOUND, _log_cost_and_grad
-from quantgate_env.propagation import taylor_plan, theta_bound
-from quantgate_env.pulses import PLAN_MARGIN
-from quantgate_env.refine_cli import main as refine_main
+from quantgate_env.physics.propagation import taylor_plan, theta_bound
+from quantgate_env.tools.grape import AMP_BOUND, _log_cost_and_grad
+from quantgate_env.tools.pulses import PLAN_MARGIN
+from quantgate_env.tools.refine_cli import main as refine_main
 
 from . import reference_model
 

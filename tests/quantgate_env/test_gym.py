@@ -3,10 +3,9 @@
 import gymnasium
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env as gym_check_env
-
 import quantgate_env  # noqa: F401  (registers ZCQPEE-v0)
-from quantgate_env.gym_env import GateGymEnv, GateVectorEnv
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from quantgate_env.adapters.gymnasium import GateGymEnv, GateVectorEnv
 
 SHORT = dict(pulse_length=30, T=1.5)  # 10 steps of 3 samples: same code path, quick episodes
 

@@ -7,26 +7,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.linalg
-
 import quantgate_env
-from quantgate_env.device import nominal_device
-from quantgate_env.hamiltonian import (
+import scipy.linalg
+from quantgate_env import QUBIT_AMP_BOUND, MultiGateConfig, make_multi
+from quantgate_env.physics.device import nominal_device
+from quantgate_env.physics.hamiltonian import (
     SECTOR1_CONTROL,
     SECTOR2_CONTROL,
     full_drift_hamiltonian,
     line_diagonals,
     sector_drift,
 )
-from quantgate_env.marl import QUBIT_AMP_BOUND, MultiGateConfig, make_multi
-from quantgate_env.propagation import (
+from quantgate_env.physics.propagation import (
+    _gershgorin,
     initial_sector_state,
     propagate_samples_lines,
     taylor_plan,
     theta_bound,
     theta_bound_lines,
 )
-from quantgate_env.propagation import _gershgorin
 
 from .marl_shared import CLIP, CONTINUOUS, DISCRETE, SHORT, core_functions
 

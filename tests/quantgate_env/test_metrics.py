@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import scipy.optimize
 import weylchamber
-
 from quantgate_env import gate_metrics
-from quantgate_env.device import nominal_device
-from quantgate_env.hamiltonian import sector_drift
-from quantgate_env.metrics import (
+from quantgate_env.physics.device import nominal_device
+from quantgate_env.physics.hamiltonian import sector_drift
+from quantgate_env.physics.metrics import (
     SQRT_ISWAP,
     GateBlocks,
     concurrence,
@@ -20,7 +19,7 @@ from quantgate_env.metrics import (
     state_metrics,
     weyl_coordinates_blocks,
 )
-from quantgate_env.propagation import initial_sector_state, propagate_samples, taylor_plan, theta_bound
+from quantgate_env.physics.propagation import initial_sector_state, propagate_samples, taylor_plan, theta_bound
 
 from . import reference_model as ref
 

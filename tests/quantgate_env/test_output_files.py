@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 import pytest
-
 from quantgate_env import save_pulse_csv
-from quantgate_env.cli import OUTPUT_FILES, main as robustness_main
-from quantgate_env.files import atomic_open
+from quantgate_env.tools.files import atomic_open
+from quantgate_env.tools.robustness_cli import OUTPUT_FILES
+from quantgate_env.tools.robustness_cli import main as robustness_main
 
 PRECIOUS = "a file the user keeps\n"
 
@@ -65,7 +65,7 @@ def test_robustness_cli_never_replaces_any_of_its_outputs(tmp_path, capsys, puls
 
 
 def test_robustness_cli_reports_a_write_failure_in_one_line(tmp_path, capsys, pulse_dir, monkeypatch):
-    from quantgate_env import robustness
+    from quantgate_env.tools import robustness
 
     def full_disk(self, path, **kwargs):
         raise OSError(28, "No space left on device", path)

@@ -3,7 +3,6 @@
 import jax
 import numpy as np
 import pytest
-
 from quantgate_env import DeviceParams, load_pulse_csv, nominal_device, rollout_pulse
 
 
@@ -42,8 +41,8 @@ def test_float32_error_is_measured_and_far_above_float64():
     (~2e-6 on the paper pulse; the reference's eigh-based float32 erred by ~1e-4): a tenth of the
     1e-4 level agents optimise. float64 agrees with dense expm to ~1e-14 (test_physics).
     """
-    from quantgate_env.propagation import taylor_plan, theta_bound
-    from quantgate_env.pulses import PLAN_MARGIN, pulse_metrics
+    from quantgate_env.physics.propagation import taylor_plan, theta_bound
+    from quantgate_env.tools.pulses import PLAN_MARGIN, pulse_metrics
 
     amps = np.random.default_rng(0).uniform(-20, 20, size=1000)
     jt64 = rollout_pulse(amps)["JT"]

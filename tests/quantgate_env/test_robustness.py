@@ -6,9 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from quantgate_env import load_pulse_csv, nominal_device, rollout_pulse
-from quantgate_env.robustness import detuning_grid, policy_robustness, pulse_robustness
+from quantgate_env.tools.robustness import detuning_grid, policy_robustness, pulse_robustness
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def test_policy_map_stops_counting_after_truncation():
 
 def test_cli_writes_map_summary_and_png_and_never_overwrites(tmp_path, pulse_dir):
     out = tmp_path / "map"
-    cmd = [sys.executable, "-m", "quantgate_env.cli", "--pulse", str(pulse_dir / "RL_pulse.csv"),
+    cmd = [sys.executable, "-m", "quantgate_env.tools.robustness_cli", "--pulse", str(pulse_dir / "RL_pulse.csv"),
            "--range", "2.0", "--n", "3", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

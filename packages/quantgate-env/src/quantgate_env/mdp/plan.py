@@ -7,7 +7,7 @@ that robustness maps and evaluation on nearby devices stay exact (a sample outsi
 NaN, never a silently wrong state). Settings beyond ``propagation.MAX_THETA`` are refused here, in
 Python, with a message naming the options responsible. The single- and multi-line environments
 (one core, ``core.GateCore``) take their plan from ``lines_plan``. A fixed pulse's plan
-(``pulses.pulse_plan``) lives with the fixed pulses: it names the pulse file's lines in its errors.
+(``quantgate_env.tools.pulses.pulse_plan``) lives with the fixed pulses: it names the pulse file's lines in its errors.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
+from ..physics.device import nominal_device
+from ..physics.hamiltonian import line_diagonals
+from ..physics.propagation import MAX_THETA, TaylorPlan, taylor_plan, theta_bound, theta_bound_lines
 from .config import EnvConfig, MultiGateConfig
-from .device import nominal_device
-from .hamiltonian import line_diagonals
-from .propagation import MAX_THETA, TaylorPlan, taylor_plan, theta_bound, theta_bound_lines
 
 __all__ = ["lines_plan", "plan_for"]
 
@@ -86,7 +86,7 @@ def _plan_bound_message(cfg: EnvConfig, control_theta: float, theta: float, ampl
     return (
         f"{culprit}: samples of dt = T / pulse_length = {cfg.dt:.4g} ns would have a phase spread theta = "
         f"{theta:.4g} rad each (device {device:.3g}, control bounds {controls:.3g}, drift {drift:.3g}, "
-        f"slack {slack:.3g}), beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); {fix}"
+        f"slack {slack:.3g}), beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.physics.propagation); {fix}"
     )
 
 

@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from .drift import DRIFT_RANGES
-from .hamiltonian import CONTROL_LINES
-from .metrics import OBJECTIVES
-from .validation import choice, finite_number
+from ..physics.drift import DRIFT_RANGES
+from ..physics.hamiltonian import CONTROL_LINES
+from ..physics.metrics import OBJECTIVES
+from ..validation import choice, finite_number
 
 __all__ = ["ACTION_MODES", "EnvConfig", "MultiGateConfig", "OOB_MODES", "PRECISIONS", "PROPAGATIONS",
            "QUBIT_AMP_BOUND"]
@@ -78,7 +78,7 @@ class EnvConfig:
             "float32" (every array float32, no x64 needed; sectors re-normalised every sample).
         propagation: "exact" (default: the rolled Taylor series the paper's runs reproduce bit for
             bit) or "fast" (the same series unrolled, element-wise products: faster at small
-            batches, equal to rounding but not bit for bit; ``quantgate_env.fast_propagation``).
+            batches, equal to rounding but not bit for bit; ``quantgate_env.physics.fast_propagation``).
     """
 
     pulse_length: int = 1000

@@ -13,7 +13,7 @@ All lines are number operators, so the excitation sectors and the exact propagat
 local phases, so the gate metrics keep their meaning. With ``actuators=("coupler",)`` this is
 exactly the single-agent ``GateEnv`` (same observation, reward, flags; tested).
 
-A view of the one core (``quantgate_env.core.GateCore``, which ``GateEnv`` views with the coupler
+A view of the one core (``quantgate_env.mdp.core.GateCore``, which ``GateEnv`` views with the coupler
 alone): this module converts agent-keyed dicts to the core's per-line arrays and back.
 
 Step semantics (all agents act at once; float64/complex128 under x64 by default, or float32 with
@@ -68,12 +68,12 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 
+from ..physics.propagation import TaylorPlan
+from ..validation import check_action_dict, check_action_shape
 from .config import ACTION_MODES, QUBIT_AMP_BOUND, MultiGateConfig
 from .core import CoreState, EnvParams
-from .env import GateEnv
 from .evaluation import MultiGateEvaluation
-from .propagation import TaylorPlan
-from .validation import check_action_dict, check_action_shape
+from .single_line import GateEnv
 from .view import CoreView
 
 __all__ = [
@@ -119,7 +119,7 @@ class MultiGateEnv(CoreView):
 
     def __post_init__(self):
         if not isinstance(self.config, MultiGateConfig):
-            raise ValueError(f"config: expected quantgate_env.marl.MultiGateConfig, got {type(self.config).__name__}")
+            raise ValueError(f"config: expected quantgate_env.MultiGateConfig, got {type(self.config).__name__}")
         if self.plan is None:
             object.__setattr__(self, "plan", self.core.plan)
 

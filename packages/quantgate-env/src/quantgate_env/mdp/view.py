@@ -14,9 +14,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from ..physics.device import DeviceParams
 from .config import MultiGateConfig
 from .core import CoreState, EnvParams, GateCore
-from .device import DeviceParams
 
 __all__ = ["CoreView"]
 

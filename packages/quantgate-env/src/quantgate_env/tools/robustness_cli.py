@@ -17,9 +17,9 @@ import math
 import os
 import sys
 
-from .device import nominal_device
-from .drift import DRIFT_RANGES
-from .env import make
+from ..mdp.single_line import make
+from ..physics.device import nominal_device
+from ..physics.drift import DRIFT_RANGES
 from .files import atomic_open, describe_os_error
 from .pulses import load_pulse_csv, pulse_plan
 from .robustness import MAX_GRID_N, detuning_grid, policy_robustness, pulse_robustness, resolve_half_width

@@ -26,14 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .device import DeviceParams, nominal_device, validate_device
-from .drift import DRIFT_RANGES
-from .env import GateEnv, make
+from ..mdp.single_line import GateEnv, make
+from ..physics.device import DeviceParams, nominal_device, validate_device
+from ..physics.drift import DRIFT_RANGES
+from ..physics.metrics import OBJECTIVES
+from ..precision import x64_scope
+from ..validation import choice, finite_array, positive_number
 from .files import atomic_open
-from .metrics import OBJECTIVES
-from .precision import x64_scope
 from .pulses import pulse_metrics, pulse_plan
-from .validation import choice, finite_array, positive_number
 
 __all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
 

@@ -9,7 +9,7 @@ methods are pure functions of explicit pytrees, jit- and vmap-able:
                                                    info["final_obs"] keeps their last observation)
 
 By default it is the paper run's MDP step for step (spec 3); see ``EnvConfig`` for the switches.
-``GateEnv`` is a view of the one core (``quantgate_env.core.GateCore``) with the coupler line alone.
+``GateEnv`` is a view of the one core (``quantgate_env.mdp.core.GateCore``) with the coupler line alone.
 The physics is float64 by default: trace these functions under ``jax.enable_x64(True)``; with
 ``precision="float32"`` every array is float32 and no x64 is needed.
 """
@@ -23,12 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..physics.propagation import TaylorPlan
+from ..validation import check_action_shape
 from .config import EnvConfig, MultiGateConfig
 from .core import CoreState, EnvParams
 from .evaluation import GateEvaluation
 from .plan import lines_plan
-from .propagation import TaylorPlan
-from .validation import check_action_shape
 from .view import CoreView
 
 __all__ = ["EnvParams", "EnvState", "GateEnv", "make", "observation_layout"]

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from .device import nominal_device
+from ..physics.device import nominal_device
 from .grape import AMP_BOUND, refine_pulse
 from .pulses import CSV_FIRST_SAMPLE_LINE, load_pulse_csv, pulse_plan, rollout_pulse, save_pulse_csv
 

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from .env import GateEnv, make
+from ..mdp.single_line import GateEnv, make
+from ..precision import x64_scope
+from ..validation import real_array
 from .packing import FlatLayout
-from .precision import x64_scope
-from .validation import real_array
 
 __all__ = ["GateGymEnv", "GateVectorEnv"]
 

@@ -1,7 +1,7 @@
 """One MDP for any tuple of control lines: the functional core behind ``GateEnv`` and ``MultiGateEnv``.
 
-The single-line environment (``env.GateEnv``, the paper's MDP) is this core with the coupler line
-alone; the multi-actuator environment (``marl.MultiGateEnv``) is the same core with more lines.
+The single-line environment (``single_line.GateEnv``, the paper's MDP) is this core with the coupler line
+alone; the multi-actuator environment (``multi_line.MultiGateEnv``) is the same core with more lines.
 Both are thin views that convert arrays to their public shapes (a (K,) action and a (28,)
 observation; agent-keyed dicts). Everything that decides the MDP lives here, once:
 
@@ -13,7 +13,7 @@ observation; agent-keyed dicts). Everything that decides the MDP lives here, onc
   and by every adapter (Gymnasium, PettingZoo, gymnax, JaxMARL);
 * ``observe``: the observation of a state (the state keeps the index whose time feature the
   current observation reads, so adapters need not store observations);
-* ``action_masks``: the discrete masks (rule in ``quantgate_env.marl``).
+* ``action_masks``: the discrete masks (rule in ``quantgate_env.mdp.multi_line``).
 
 Arrays are per line in ``actuators`` order: actions (n_lines, K), observations (n_lines, obs_dim),
 per-line infos (n_lines, ...); reward and flags are team scalars.
@@ -41,16 +41,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..physics.device import DeviceParams, nominal_device
+from ..physics.drift import DriftParams, draw_device
+from ..physics.fast_propagation import propagate_samples_lines_fast
+from ..physics.hamiltonian import SectorDrift, line_diagonals, sector_drift
+from ..physics.metrics import state_metrics
+from ..physics.propagation import SectorState, TaylorPlan, initial_sector_state, propagate_samples_lines
+from ..precision import require_x64
+from ..validation import check_action_shape
 from .config import MultiGateConfig
-from .device import DeviceParams, nominal_device
-from .drift import DriftParams, draw_device
-from .fast_propagation import propagate_samples_lines_fast
-from .hamiltonian import SectorDrift, line_diagonals, sector_drift
-from .metrics import state_metrics
 from .plan import lines_plan
-from .precision import require_x64
-from .propagation import SectorState, TaylorPlan, initial_sector_state, propagate_samples_lines
-from .validation import check_action_shape
 
 __all__ = ["CoreState", "EnvParams", "GateCore", "normalised_excess", "segment_reward"]
 
@@ -271,7 +271,7 @@ class GateCore:
     def observe(self, state: CoreState) -> jnp.ndarray:
         """(n_lines, obs_dim) observations of ``state``, all x ``obs_scale``.
 
-        Per line: the 24 shared gate features (``env.observation_layout``), the line's own K
+        Per line: the 24 shared gate features (``single_line.observation_layout``), the line's own K
         amplitudes / its bound, the time feature 2 obs_idx / pulse_length - 1.
         """
         cfg = self.config.env
@@ -291,7 +291,7 @@ class GateCore:
     def action_masks(self, state: CoreState) -> jnp.ndarray:
         """Discrete-mode masks (n_lines, K, n_levels) bool for the next step.
 
-        The rule is in ``quantgate_env.marl``: any action drawn component-wise from its mask stays
+        The rule is in ``quantgate_env.mdp.multi_line``: any action drawn component-wise from its mask stays
         in bounds.
         """
         bounds, _, level_deltas, _ = self._constants

@@ -30,7 +30,7 @@ to ~4.7 ns at that amplitude bound (arbitrary waveform generators sample at >= 1
 <= 1 ns), amplitudes up to ~165 rad/ns (26 GHz, far beyond any coupler's tuning range) with 1 ns
 samples, and ~3600 rad/ns at the paper's 50 ps. Beyond it a "sample" holds the Hamiltonian for
 tens of periods of its fastest beat, which no instrument plays as one step, and the cost per
-sample (64 sub-steps of degree 29 are ~77x the paper's work) would grow without limit. The callers (``plan.plan_for``, ``pulses.pulse_plan``, ``refine_pulse``)
+sample (64 sub-steps of degree 29 are ~77x the paper's work) would grow without limit. The callers (``mdp.plan.plan_for``, ``tools.pulses.pulse_plan``, ``refine_pulse``)
 check the bound first and name the option, argument or CSV row responsible.
 """
 

@@ -35,14 +35,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .config import EnvConfig
-from .device import DeviceParams, nominal_device, validate_device
-from .hamiltonian import sector_drift
-from .metrics import OBJECTIVES, state_metrics
-from .precision import x64_scope
-from .propagation import TaylorPlan, initial_sector_state, propagate_samples
+from ..mdp.config import EnvConfig
+from ..physics.device import DeviceParams, nominal_device, validate_device
+from ..physics.hamiltonian import sector_drift
+from ..physics.metrics import OBJECTIVES, state_metrics
+from ..physics.propagation import TaylorPlan, initial_sector_state, propagate_samples
+from ..precision import x64_scope
+from ..validation import choice, finite_array, positive_number
 from .pulses import pulse_plan
-from .validation import choice, finite_array, positive_number
 
 __all__ = ["AMP_BOUND", "RefineResult", "refine_pulse"]
 

@@ -13,13 +13,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .device import DeviceParams, nominal_device, validate_device
+from ..physics.device import DeviceParams, nominal_device, validate_device
+from ..physics.hamiltonian import sector_drift
+from ..physics.metrics import OBJECTIVES, state_metrics
+from ..physics.propagation import (
+    MAX_THETA,
+    TaylorPlan,
+    initial_sector_state,
+    propagate_samples,
+    taylor_plan,
+    theta_bound,
+)
+from ..precision import x64_scope
+from ..validation import choice, finite_array, positive_number
 from .files import atomic_open
-from .hamiltonian import sector_drift
-from .metrics import OBJECTIVES, state_metrics
-from .precision import x64_scope
-from .propagation import MAX_THETA, TaylorPlan, initial_sector_state, propagate_samples, taylor_plan, theta_bound
-from .validation import choice, finite_array, positive_number
 
 __all__ = ["PLAN_MARGIN", "load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
 
@@ -75,7 +82,7 @@ def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, 
         name = "dt" if csv_path is None else f"{os.fspath(csv_path)!r} time step (tlist)"
         raise ValueError(
             f"{name}: samples of {dt:.4g} ns have a phase spread theta = {base:.4g} rad {at}, beyond the "
-            f"{MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected dt <= "
+            f"{MAX_THETA:g} the exact propagator covers (see quantgate_env.physics.propagation); expected dt <= "
             f"{MAX_THETA / base * dt:.3g} ns"
         )
     # theta grows with |u|, so the first offending sample is the first whose |u| exceeds the
@@ -88,7 +95,7 @@ def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, 
     where = f"amps[{k}]" if csv_path is None else f"{os.fspath(csv_path)!r} line {k + CSV_FIRST_SAMPLE_LINE} (amplist)"
     raise ValueError(
         f"{where}: {float(amps[k])!r} rad/ns for dt = {dt:g} ns has a phase spread theta = {theta(abs(float(amps[k]))):.4g} "
-        f"rad, beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.propagation); expected "
+        f"rad, beyond the {MAX_THETA:g} the exact propagator covers (see quantgate_env.physics.propagation); expected "
         f"|u| <= {lo:.4g} rad/ns at this dt"
     )
 
