@@ -17,7 +17,7 @@ are the rest), so this mode mainly helps vector envs and training rollouts.
 
 The result is the same exponential to rounding, but the floating-point operations are ordered
 differently, so the last bits differ from the exact path (~1e-15 per sample;
-tests/quantgate_env/test_fast_propagation.py checks it against dense 27x27 ``scipy.linalg.expm``
+tests/quantgate_env/physics/test_fast_propagation.py checks it against dense 27x27 ``scipy.linalg.expm``
 products over whole episodes). Hence opt-in: the default ``"exact"`` path is the one the paper's
 configurations reproduce bit for bit. No gradients are defined through the ``custom_vmap`` rule
 (the environment step is never differentiated; GRAPE uses the exact path).

@@ -16,7 +16,7 @@ With theta >= ||(H - c) dt||_2 (the Gershgorin half-width bounds it: the block i
 remainder is below theta^(m+1)/(m+1)! * e^theta, and the degree m (and, for long samples, a number
 of sub-steps) is chosen so that this is below 2^-54 for the largest theta the caller declares.
 The result is exact to rounding: it agrees with a dense 27x27 ``scipy.linalg.expm`` to ~1e-14 and
-stays unitary to ~1e-14 over 1000 samples (tests/quantgate_env/test_propagation.py). A sample
+stays unitary to ~1e-14 over 1000 samples (tests/quantgate_env/physics/test_physics.py). A sample
 whose Gershgorin bound exceeds the declared theta returns NaN rather than a silently inexact
 state. ``bench/propagation.py`` measures this against eigh and dense expm.
 

@@ -8,7 +8,7 @@ from quantgate_env.physics.device import DeviceParams, nominal_device
 from quantgate_env.physics.hamiltonian import SECTOR1_IDX, SECTOR2_IDX, full_drift_hamiltonian, sector_drift
 from quantgate_env.physics.propagation import initial_sector_state, propagate_samples, taylor_plan, theta_bound
 
-from . import reference_model as ref
+from .. import reference_model as ref
 
 DT = 0.05
 

@@ -15,7 +15,7 @@ from quantgate_env.tools.grape import AMP_BOUND, _log_cost_and_grad
 from quantgate_env.tools.pulses import PLAN_MARGIN
 from quantgate_env.tools.refine_cli import main as refine_main
 
-from . import reference_model
+from .. import reference_model
 
 GATE_SAMPLES = 345  # 17.25 ns, the paper pulse's best time
 

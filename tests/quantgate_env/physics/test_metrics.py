@@ -21,7 +21,7 @@ from quantgate_env.physics.metrics import (
 )
 from quantgate_env.physics.propagation import initial_sector_state, propagate_samples, taylor_plan, theta_bound
 
-from . import reference_model as ref
+from .. import reference_model as ref
 
 S2 = 1 / np.sqrt(2)
 # (gate in the physical convention, published Weyl point in units of pi, concurrence)

@@ -10,7 +10,7 @@ import pytest
 import quantgate_env
 from quantgate_env import EnvConfig, make
 
-from .reference_mdp import ReferenceMDP
+from ..reference_mdp import ReferenceMDP
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from quantgate_env.pettingzoo import GateParallelEnv, parallel_env
 
-from .marl_shared import CONTINUOUS, DISCRETE, DISCRETE_K1
+from ..marl_shared import CONTINUOUS, DISCRETE, DISCRETE_K1
 
 
 def test_module_name_does_not_shadow_pettingzoo():

@@ -27,7 +27,7 @@ from quantgate_env.physics.propagation import (
     theta_bound_lines,
 )
 
-from .marl_shared import CLIP, CONTINUOUS, DISCRETE, SHORT, core_functions
+from ..marl_shared import CLIP, CONTINUOUS, DISCRETE, SHORT, core_functions
 
 KEY = jax.random.PRNGKey(0)
 
