@@ -11,7 +11,7 @@ interleaved round by round (the machine is shared; medians over rounds, ratios o
                      microseconds per step, the user-facing latency).
 
 Each path runs twice, interleaved in the same rounds: the default ``propagation="exact"`` ("pkg",
-"exact") and the opt-in ``propagation="fast"`` ("fast", ``quantgate_env.fast_propagation``).
+"exact") and the opt-in ``propagation="fast"`` ("fast", ``quantgate_env.physics.fast_propagation``).
     vector N         gymnasium.make_vec(..., num_envs=N, vectorization_mode="vector_entry_point"),
                      N = 64 and 1024, stepped from Python.
     scan N=1024      jax.jit of a lax.scan over jax.vmap(GateEnv.step_autoreset), 1024 envs, actions
@@ -61,12 +61,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import quantgate_env  # noqa: E402,F401  (registers ZCQPEE-v0)
 from quantgate_env import GateEnv, make  # noqa: E402
-from quantgate_env.gym_env import _check_action  # noqa: E402
-from quantgate_env.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL  # noqa: E402
-from quantgate_env.metrics import state_metrics  # noqa: E402
-from quantgate_env.packing import FlatLayout  # noqa: E402
+from quantgate_env.adapters.gymnasium import _check_action  # noqa: E402
+from quantgate_env.adapters.packing import FlatLayout  # noqa: E402
+from quantgate_env.physics.hamiltonian import SECTOR1_CONTROL, SECTOR2_CONTROL  # noqa: E402
+from quantgate_env.physics.metrics import state_metrics  # noqa: E402
+from quantgate_env.physics.propagation import SectorState  # noqa: E402
 from quantgate_env.precision import x64_scope  # noqa: E402
-from quantgate_env.propagation import SectorState  # noqa: E402
 from timing import interleaved, load  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ACTION_STD = 0.1

@@ -15,7 +15,7 @@ From Python (one environment, one step per call, numpy in and out):
 
 Functional core batched over N = 1024 environments (jit + vmap + lax.scan of step_autoreset,
 actions drawn inside the compiled scan), environment steps/s = N x scan length / seconds:
-    marl 3 lines      quantgate_env.marl.MultiGateEnv, 3 agents, continuous.
+    marl 3 lines      quantgate_env.MultiGateEnv, 3 agents, continuous.
     marl coupler      the same core with actuators=("coupler",) (cost of the agent-keyed layer).
     gate baseline     the single-agent functional GateEnv.
 """
@@ -30,9 +30,8 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 import quantgate_env
-from quantgate_env.marl import make_multi
+from quantgate_env import make_multi
 from quantgate_env.pettingzoo import parallel_env
 
 OPTIONS = dict(oob_mode="clip")

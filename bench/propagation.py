@@ -13,9 +13,9 @@ second and per CPU second of the process (the latter is what other jobs on the m
 least; XLA's CPU backend runs these small ops on one thread, so the two agree on an idle machine).
 
 Methods:
-    pkg taylor        quantgate_env.propagation.propagate_samples (vmap over pulses): real-arithmetic
+    pkg taylor        quantgate_env.physics.propagation.propagate_samples (vmap over pulses): real-arithmetic
                       Taylor series of the Gershgorin-shifted 3x3 and 6x6 blocks, batch-first.
-    pkg taylor+metr   quantgate_env.pulses.pulse_metrics: the same plus J_T, C, U after every sample
+    pkg taylor+metr   quantgate_env.tools.pulses.pulse_metrics: the same plus J_T, C, U after every sample
                       (B = 1 and 64).
     pkg unroll=8      the package's propagate_sample in a lax.scan with unroll=8 (bench-side change).
     complex taylor    the same Taylor series in complex arithmetic (bench-side variant).
@@ -52,9 +52,8 @@ jax.config.update("jax_enable_x64", True)  # a benchmark program: float64 physic
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
-
 from quantgate_env import nominal_device  # noqa: E402
-from quantgate_env.hamiltonian import (  # noqa: E402
+from quantgate_env.physics.hamiltonian import (  # noqa: E402
     SECTOR1_CONTROL,
     SECTOR1_IDX,
     SECTOR2_CONTROL,
@@ -63,7 +62,7 @@ from quantgate_env.hamiltonian import (  # noqa: E402
     full_drift_hamiltonian,
     sector_drift,
 )
-from quantgate_env.propagation import (  # noqa: E402
+from quantgate_env.physics.propagation import (  # noqa: E402
     SectorState,
     TaylorPlan,
     initial_sector_state,
@@ -72,7 +71,7 @@ from quantgate_env.propagation import (  # noqa: E402
     taylor_plan,
     theta_bound,
 )
-from quantgate_env.pulses import PLAN_MARGIN, pulse_metrics  # noqa: E402
+from quantgate_env.tools.pulses import PLAN_MARGIN, pulse_metrics  # noqa: E402
 from timing import load  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 N_SAMPLES = 1000

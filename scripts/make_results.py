@@ -122,7 +122,7 @@ def _refine_short_gate(summary: dict, n_iter: int) -> dict | None:
     The pulse is the evaluation episode's amplitudes up to that step (3 samples a step), exactly
     what the deterministic policy played; the refinement keeps its length (the gate time).
     """
-    from quantgate_env.grape import refine_pulse
+    from quantgate_env.tools.grape import refine_pulse
 
     if "short_index" not in summary or summary["env_options"].get("objective", "pe") != "pe":
         return None
@@ -155,7 +155,7 @@ def _robustness(summary: dict, figures: str) -> dict:
     """
     from jaxrl_agents import load_policy
     from quantgate_env import make
-    from quantgate_env.robustness import policy_robustness
+    from quantgate_env.tools.robustness import policy_robustness
 
     policy = load_policy(summary["dir"])
     act = lambda obs: policy.act(obs, deterministic=True)  # noqa: E731
@@ -260,7 +260,7 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
                          f"{clipped['median_JT']:.2e} / {clipped['worst_JT']:.2e} |")
         if os.path.exists(PAPER_RL_PULSE):  # the paper's stored pulse, open loop, for comparison
             from quantgate_env import load_pulse_csv
-            from quantgate_env.robustness import pulse_robustness
+            from quantgate_env.tools.robustness import pulse_robustness
 
             amps, dt = load_pulse_csv(PAPER_RL_PULSE)
             result = pulse_robustness(amps, dt=dt, half_width_mhz="recool", n=11)
@@ -279,7 +279,7 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
     if refine_iters:
         lines += [f"## Best gates within {PAPER_GATE_NS} ns, polished by GRAPE ({refine_iters} iterations)", "",
                   "Each run's best evaluation pulse no longer than the paper's gate, refined with "
-                  "`quantgate_env.grape.refine_pulse` (exact gradients, Adam, lr 3e-4, same gate time, |u| <= 20); "
+                  "`quantgate_env.tools.grape.refine_pulse` (exact gradients, Adam, lr 3e-4, same gate time, |u| <= 20); "
                   "the paper's stored RL pulse refined the same way for comparison.", "",
                   "| pulse | gate time (ns) | J_T (RL) | J_T after GRAPE |", "| --- | --- | --- | --- |"]
         for run in runs:
@@ -289,7 +289,7 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
                              f"{polished['JT_refined']:.2e} |")
         if os.path.exists(PAPER_RL_PULSE):
             from quantgate_env import load_pulse_csv
-            from quantgate_env.grape import refine_pulse
+            from quantgate_env.tools.grape import refine_pulse
 
             amps, dt = load_pulse_csv(PAPER_RL_PULSE)
             n = int(round(PAPER_GATE_NS / dt))

@@ -3,9 +3,8 @@
 import functools
 
 import jax
-
-from quantgate_env.marl import make_multi
-from quantgate_env.pettingzoo import _compiled
+from quantgate_env import make_multi
+from quantgate_env.adapters.pettingzoo import _compiled
 
 # Short pulses at the paper's 50 ps samples (T = 0.05 ns x pulse_length): 10 steps of K = 3.
 SHORT = dict(pulse_length=30, T=1.5)

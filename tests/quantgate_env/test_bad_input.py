@@ -4,16 +4,15 @@ anything compiles, and the settings a user would reasonably run stay accepted.""
 import gymnasium
 import numpy as np
 import pytest
-
 import quantgate_env
 from quantgate_env import load_pulse_csv, make, make_multi, refine_pulse, rollout_pulse
-from quantgate_env.cli import main as robustness_main
-from quantgate_env.gym_env import GateGymEnv, GateVectorEnv
+from quantgate_env.adapters.gymnasium import GateGymEnv, GateVectorEnv
 from quantgate_env.pettingzoo import parallel_env
-from quantgate_env.propagation import MAX_SUBSTEPS, MAX_THETA, taylor_plan
-from quantgate_env.pulses import pulse_plan
-from quantgate_env.refine_cli import main as refine_main
-from quantgate_env.robustness import MAX_GRID_N, detuning_grid, pulse_robustness
+from quantgate_env.physics.propagation import MAX_SUBSTEPS, MAX_THETA, taylor_plan
+from quantgate_env.tools.pulses import pulse_plan
+from quantgate_env.tools.refine_cli import main as refine_main
+from quantgate_env.tools.robustness import MAX_GRID_N, detuning_grid, pulse_robustness
+from quantgate_env.tools.robustness_cli import main as robustness_main
 
 SHORT = dict(pulse_length=30, T=1.5)  # 10 steps of 3 samples
 

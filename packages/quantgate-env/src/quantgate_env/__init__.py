@@ -10,14 +10,14 @@ the Gymnasium id ``quantgate_env:ZCQPEE-v0`` (single and vectorised).
 import gymnasium as _gymnasium
 
 from . import pettingzoo  # noqa: F401  quantgate_env.pettingzoo.parallel_env(...) after `import quantgate_env`
-from .config import EnvConfig
-from .device import DeviceParams, nominal_device
-from .drift import DRIFT_RANGES, DriftParams
-from .env import EnvParams, EnvState, GateEnv, make, observation_layout
-from .grape import RefineResult, refine_pulse
-from .marl import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
-from .metrics import gate_metrics
-from .pulses import load_pulse_csv, rollout_pulse, save_pulse_csv
+from .mdp.config import EnvConfig
+from .mdp.multi_line import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
+from .mdp.single_line import EnvParams, EnvState, GateEnv, make, observation_layout
+from .physics.device import DeviceParams, nominal_device
+from .physics.drift import DRIFT_RANGES, DriftParams
+from .physics.metrics import gate_metrics
+from .tools.grape import RefineResult, refine_pulse
+from .tools.pulses import load_pulse_csv, rollout_pulse, save_pulse_csv
 
 __version__ = "0.1.0"
 
@@ -48,7 +48,7 @@ __all__ = [
 if "ZCQPEE-v0" not in _gymnasium.registry:
     _gymnasium.register(
         id="ZCQPEE-v0",
-        entry_point="quantgate_env.gym_env:GateGymEnv",
-        vector_entry_point="quantgate_env.gym_env:GateVectorEnv",
+        entry_point="quantgate_env.adapters.gymnasium:GateGymEnv",
+        vector_entry_point="quantgate_env.adapters.gymnasium:GateVectorEnv",
         max_episode_steps=None,  # the environment terminates itself at the end of the pulse
     )

@@ -17,7 +17,7 @@ analogue of the step contract in docs/contracts.md)::
 equal to obs otherwise), ``cost`` (optional, default 0) and ``action_mask`` (optional: the mask of
 the *returned* observation; the mask of the first observation comes from
 ``core.reset_info(state)`` or ``core.action_masks(state)`` if the core has either, else everything
-is allowed). quantgate_env.marl.MultiGateEnv is such a core; a ParallelEnv that exposes its core as
+is allowed). quantgate_env.MultiGateEnv is such a core; a ParallelEnv that exposes its core as
 ``env.core`` is trained on it when ``n_envs > 1``.
 
 Semantics are the Python path's: the same one-agent update (update.make_agent_update), the

@@ -1,0 +1,233 @@
+"""Robustness maps: how a pulse or a policy performs on devices detuned from the nominal one.
+
+Both qubit frequencies are shifted on an n x n grid of offsets (MHz) and the gate is evaluated on
+every device at once (``vmap`` over the device pytree). Two numbers per device:
+
+* ``jt_at_gate_time``: J_T when the gate is stopped at the nominal device's best time (the gate
+  duration is calibrated once, on the nominal device: what an experiment would do);
+* ``jt_best``: the best J_T over the episode on that device (optimistic: re-calibrated timing).
+
+A policy is anything with ``act(obs_batch) -> actions`` on a (B, obs_dim) batch, deterministic
+(e.g. a jaxrl-agents ``Policy`` or an sb3-bridge import): it sees each device's state, so it can
+adapt; a pulse is played open loop.
+
+Limits (checked before anything compiles): n <= ``MAX_GRID_N`` = 101 points per axis (10201
+devices; a 1000-sample pulse map holds ~0.4 MB per device, ~4 GB at the cap), and the half-width
+below the lower qubit frequency (a larger detuning is no transmon).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..mdp.single_line import GateEnv, make
+from ..physics.device import DeviceParams, nominal_device, validate_device
+from ..physics.drift import DRIFT_RANGES
+from ..physics.metrics import OBJECTIVES
+from ..precision import x64_scope
+from ..validation import choice, finite_array, positive_number
+from .files import atomic_open
+from .pulses import pulse_metrics, pulse_plan
+
+__all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
+
+#: Most grid points per axis (odd, so that the centre is the nominal device). Every device of the
+#: grid is evaluated in one vmapped call; at ~0.4 MB per device for a 1000-sample pulse, 101 x 101
+#: needs ~4 GB, and a finer map than 2 % of the range shows nothing a heat map can.
+MAX_GRID_N = 101
+
+
+def resolve_half_width(half_width_mhz: float | str) -> float:
+    """A half-width in MHz, or the name of a range in ``DRIFT_RANGES`` ("recool" = 5.7 MHz)."""
+    if isinstance(half_width_mhz, str):
+        if half_width_mhz not in DRIFT_RANGES:
+            raise ValueError(f"half_width_mhz: expected a number or one of {tuple(DRIFT_RANGES)}, got {half_width_mhz!r}")
+        return DRIFT_RANGES[half_width_mhz]
+    return positive_number("half_width_mhz", half_width_mhz)
+
+
+def detuning_grid(half_width_mhz: float | str, n: int = 11, device: DeviceParams | None = None):
+    """Devices with both qubit frequencies offset on an n x n grid of linspace(-hw, hw, n) MHz.
+
+    Returns:
+        (devices, offsets): a DeviceParams whose leaves have a leading (n*n,) axis, and the
+        (n*n, 2) offsets (MHz) of (q0, q1); row-major with q0 varying slowest. The centre (n odd)
+        is the nominal device.
+    """
+    hw = resolve_half_width(half_width_mhz)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GRID_N:
+        raise ValueError(f"n: expected an integer from 1 to {MAX_GRID_N} (grid points per axis), got {n!r}")
+    base = validate_device(nominal_device() if device is None else device, "device")
+    lowest = 1e3 * float(np.min(base.omega_q))
+    if hw >= lowest:
+        raise ValueError(
+            f"half_width_mhz: expected less than the lower qubit frequency, {lowest:.6g} MHz (a detuning "
+            f"that large is no transmon), got {hw!r}"
+        )
+    axis = np.linspace(-hw, hw, n) if n > 1 else np.zeros(1)
+    offsets = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
+    stacked = DeviceParams(*(np.broadcast_to(f, (len(offsets),) + f.shape).copy() for f in base))
+    return stacked._replace(omega_q=stacked.omega_q + 1e-3 * offsets), offsets
+
+
+@dataclasses.dataclass
+class RobustnessMap:
+    """Result of a robustness scan.
+
+    Attributes:
+        offsets_mhz: (n*n, 2) qubit offsets (q0, q1), MHz.
+        jt_at_gate_time: (n*n,) J_T at the nominal device's best time.
+        jt_best: (n*n,) best J_T over time on each device.
+        gate_time: the nominal best time, ns.
+        n: grid size per axis.
+    """
+
+    offsets_mhz: np.ndarray
+    jt_at_gate_time: np.ndarray
+    jt_best: np.ndarray
+    gate_time: float
+    n: int
+
+    def summary(self) -> dict[str, float]:
+        """Nominal, median, mean and worst J_T at the gate time, and the median best J_T."""
+        centre = int(np.argmin(np.abs(self.offsets_mhz).sum(axis=1)))
+        jt = self.jt_at_gate_time
+        return {
+            "gate_time_ns": self.gate_time,
+            "nominal_JT": float(jt[centre]),
+            "median_JT": float(np.median(jt)),
+            "mean_JT": float(np.mean(jt)),
+            "worst_JT": float(np.max(jt)),
+            "median_best_JT": float(np.median(self.jt_best)),
+        }
+
+    def save_npz(self, path, *, overwrite: bool = False) -> None:
+        """Write the map as ``.npz`` (offsets_mhz, jt_at_gate_time, jt_best, gate_time, n), atomically.
+
+        An existing file is replaced only with ``overwrite=True`` (else FileExistsError).
+        """
+        with atomic_open(path, overwrite=overwrite, binary=True) as handle:
+            np.savez(handle, offsets_mhz=self.offsets_mhz, jt_at_gate_time=self.jt_at_gate_time,
+                     jt_best=self.jt_best, gate_time=self.gate_time, n=self.n)
+
+    def save_png(self, path, title: str = "", *, overwrite: bool = False) -> None:
+        """Write a heat map of log10 J_T at the gate time over the detuning grid (needs matplotlib).
+
+        Written atomically; an existing file is replaced only with ``overwrite=True`` (else
+        FileExistsError).
+        """
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as err:  # optional: quantgate-env[plot]
+            raise ImportError("save_png needs matplotlib: pip install 'quantgate-env[plot]'") from err
+        grid = np.log10(self.jt_at_gate_time.reshape(self.n, self.n))
+        axis = self.offsets_mhz[:: self.n, 0]
+        fig, ax = plt.subplots(figsize=(5, 4.2))
+        extent = [axis[0], axis[-1], axis[0], axis[-1]] if self.n > 1 else None
+        image = ax.imshow(grid.T, origin="lower", extent=extent, cmap="viridis_r", aspect="auto")
+        fig.colorbar(image, ax=ax, label=r"$\log_{10} J_T$")
+        ax.set_xlabel(r"$\Delta\omega_{q0}/2\pi$ (MHz)")
+        ax.set_ylabel(r"$\Delta\omega_{q1}/2\pi$ (MHz)")
+        s = self.summary()
+        ax.set_title(title or f"J_T at {s['gate_time_ns']:.2f} ns: median {s['median_JT']:.2g}, worst {s['worst_JT']:.2g}", fontsize=9)
+        fig.tight_layout()
+        try:
+            with atomic_open(path, overwrite=overwrite, binary=True) as handle:
+                fig.savefig(handle, dpi=120, format="png")
+        finally:
+            plt.close(fig)
+
+
+def _nominal_index(offsets: np.ndarray) -> int:
+    return int(np.argmin(np.abs(offsets).sum(axis=1)))
+
+
+def pulse_robustness(amps, *, dt: float = 0.05, half_width_mhz: float | str = "recool", n: int = 11,
+                     gate_time: float | None = None, objective: str = "pe") -> RobustnessMap:
+    """Robustness map of a fixed pulse (amplitudes in rad/ns, sample k on (t_k, t_{k+1}]).
+
+    Args:
+        amps: (T,) finite pulse amplitudes, rad/ns, one per sample of length ``dt``.
+        dt: sample duration, ns.
+        half_width_mhz: half-width of the qubit-detuning grid, MHz, or the name of a range in
+            ``DRIFT_RANGES`` ("recool" = 5.7 MHz).
+        n: grid points per axis (1 to ``MAX_GRID_N``); n x n devices in all.
+        gate_time: stop time in ns; default: the time of the nominal device's best J_T.
+        objective: "pe" (the paper's J_T) or "sqrt_iswap" (1 - F with free virtual Z).
+
+    Returns:
+        ``RobustnessMap`` over the (n*n,) devices of ``detuning_grid``, J_T taken at the sample
+        nearest ``gate_time`` (default: the nominal device's best sample).
+    """
+    amps = finite_array("amps", amps, ndim=1)
+    dt = positive_number("dt", dt)
+    gate_time = None if gate_time is None else positive_number("gate_time", gate_time)
+    objective = choice("objective", objective, OBJECTIVES)
+    if amps.size == 0:
+        raise ValueError("amps: expected at least one sample, got an empty array")
+    devices, offsets = detuning_grid(half_width_mhz, n)
+    # The Gershgorin half-width is convex in the qubit frequencies (affine diagonal, fixed
+    # off-diagonal), so its maximum over the grid is at one of the four corners.
+    corners = sorted({0, n - 1, n * (n - 1), n * n - 1})
+    plan = pulse_plan(amps, dt, [DeviceParams(*(np.asarray(f[i]) for f in devices)) for i in corners])
+    run = jax.jit(jax.vmap(pulse_metrics, in_axes=(None, 0, None, None, None)), static_argnums=(2, 3, 4))
+    with x64_scope():
+        jt = np.asarray(run(jnp.asarray(amps), devices, dt, plan, objective).JT)
+    times = dt * np.arange(1, amps.size + 1)
+    if gate_time is not None and gate_time > times[-1] + 0.5 * dt:
+        raise ValueError(f"gate_time: expected at most the pulse's duration, {times[-1]:.6g} ns, got {gate_time!r}")
+    centre = _nominal_index(offsets)
+    stop = int(np.argmin(jt[centre])) if gate_time is None else int(np.argmin(np.abs(times - gate_time)))
+    return RobustnessMap(offsets, jt[:, stop], jt.min(axis=1), float(times[stop]), n)
+
+
+@functools.lru_cache(maxsize=8)
+def _batched_step(env: GateEnv):
+    return jax.jit(jax.vmap(env.step, in_axes=(None, 0, 0, None))), jax.jit(jax.vmap(env.reset_to))
+
+
+def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv | None = None,
+                      half_width_mhz: float | str = "recool", n: int = 11) -> RobustnessMap:
+    """Robustness map of a policy: one deterministic episode per device, all devices in a batch.
+
+    An episode stops at truncation (steps after it do not count), as the trainer's evaluation.
+
+    Args:
+        act: maps a (B, obs_dim) float32 batch to (B, K) actions (deterministic).
+        env: the functional environment the policy was trained on (default: the paper's).
+        half_width_mhz: half-width of the qubit-detuning grid, MHz, or the name of a range in
+            ``DRIFT_RANGES`` ("recool" = 5.7 MHz).
+        n: grid points per axis (1 to ``MAX_GRID_N``); B = n x n devices in all.
+
+    Returns:
+        ``RobustnessMap`` over the devices of ``detuning_grid``; the gate time is the nominal
+        device's best step, and a device truncated before it counts J_T = 1 there.
+    """
+    env = make() if env is None else env
+    devices, offsets = detuning_grid(half_width_mhz, n)
+    step, reset_to = _batched_step(env)
+    jts, alive_steps, times = [], [], []
+    with x64_scope():
+        obs, state = reset_to(devices)
+        alive = np.ones(len(offsets), dtype=bool)
+        for _ in range(env.max_episode_steps):
+            action = np.asarray(act(np.asarray(obs, dtype=np.float32)), dtype=np.float64)
+            obs, state, reward, term, trunc, info = step(jax.random.PRNGKey(0), state, jnp.asarray(action), env.eval_params)
+            jts.append(np.asarray(info["JT"]))
+            alive_steps.append(alive.copy())
+            times.append(float(np.asarray(info["t"])[0]))
+            alive &= ~np.asarray(trunc)
+    jt = np.where(np.array(alive_steps), np.array(jts), np.nan).T  # (devices, steps)
+    centre = _nominal_index(offsets)
+    stop = int(np.nanargmin(jt[centre]))
+    at_gate = np.where(np.isnan(jt[:, stop]), 1.0, jt[:, stop])  # truncated before the gate time
+    return RobustnessMap(offsets, at_gate, np.nanmin(jt, axis=1), times[stop], n)

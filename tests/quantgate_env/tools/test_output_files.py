@@ -1,0 +1,77 @@
+"""Files quantgate-env writes are whole or absent, never replaced unless asked, and get the user's
+normal permissions (issue 12: nothing is lost)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from quantgate_env import save_pulse_csv
+from quantgate_env.tools.files import atomic_open
+from quantgate_env.tools.robustness_cli import OUTPUT_FILES
+from quantgate_env.tools.robustness_cli import main as robustness_main
+
+PRECIOUS = "a file the user keeps\n"
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "pulse.csv"
+    target.write_text(PRECIOUS)
+    with pytest.raises(RuntimeError):
+        with atomic_open(target, overwrite=True) as handle:
+            handle.write("half a pul")
+            raise RuntimeError("disk full, say")
+    assert target.read_text() == PRECIOUS
+    assert os.listdir(tmp_path) == ["pulse.csv"]
+
+
+def test_existing_files_are_refused_unless_overwrite(tmp_path):
+    target = tmp_path / "pulse.csv"
+    target.write_text(PRECIOUS)
+    with pytest.raises(FileExistsError, match="refusing to overwrite") as err:
+        save_pulse_csv(target, np.ones(3), 0.05)
+    assert err.value.filename == str(target)
+    assert target.read_text() == PRECIOUS
+    save_pulse_csv(target, np.ones(3), 0.05, overwrite=True)
+    assert target.read_text().splitlines()[0] == ",amplist,tlist"
+
+
+def test_a_name_taken_while_writing_is_not_clobbered(tmp_path):
+    target = tmp_path / "map.npz"
+    with pytest.raises(FileExistsError):
+        with atomic_open(target, binary=True) as handle:
+            target.write_text(PRECIOUS)  # another writer gets there first
+            handle.write(b"ours")
+    assert target.read_text() == PRECIOUS and os.listdir(tmp_path) == ["map.npz"]
+
+
+def test_files_get_the_users_permissions_not_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        save_pulse_csv(tmp_path / "p.csv", np.ones(2), 0.05)
+    finally:
+        os.umask(old)
+    assert (os.stat(tmp_path / "p.csv").st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize("name", OUTPUT_FILES)
+def test_robustness_cli_never_replaces_any_of_its_outputs(tmp_path, capsys, pulse_dir, name):
+    (tmp_path / name).write_text(PRECIOUS)
+    code = robustness_main(["--pulse", str(pulse_dir / "RL_pulse.csv"), "--n", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and name in err and err.count("\n") == 1
+    assert (tmp_path / name).read_text() == PRECIOUS and sorted(os.listdir(tmp_path)) == [name]
+
+
+def test_robustness_cli_reports_a_write_failure_in_one_line(tmp_path, capsys, pulse_dir, monkeypatch):
+    from quantgate_env.tools import robustness
+
+    def full_disk(self, path, **kwargs):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(robustness.RobustnessMap, "save_npz", full_disk)
+    out = tmp_path / "map"
+    code = robustness_main(["--pulse", str(pulse_dir / "RL_pulse.csv"), "--n", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{out / 'robustness.npz'}: No space left on device" in err and "[Errno" not in err
