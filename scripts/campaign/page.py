@@ -334,7 +334,7 @@ def _robustness_section(summaries: dict, figures: str, rel) -> list[str]:
     if not mapped or not os.path.isfile(PAPER_RL_PULSE):
         return []
     from quantgate_env import load_pulse_csv
-    from quantgate_env.robustness import pulse_robustness
+    from quantgate_env.tools.robustness import pulse_robustness
 
     amps, dt = load_pulse_csv(PAPER_RL_PULSE)
     paper = pulse_robustness(amps[:int(round(PAPER_GATE_NS / dt))], dt=dt,

@@ -153,7 +153,7 @@ def _robustness(run_dir: str, rc: dict) -> dict:
     """The best policy, closed loop, over the 11 x 11 recool detuning grid (amplitudes clipped)."""
     from jaxrl_agents import load_policy
     from quantgate_env import make
-    from quantgate_env.robustness import policy_robustness
+    from quantgate_env.tools.robustness import policy_robustness
 
     policy = load_policy(run_dir)
     env = make(**{**rc.get("env_options", {}), "oob_mode": "clip"})
