@@ -309,3 +309,28 @@ def test_detuning_grid_is_capped():
         detuning_grid(5.7, n=MAX_GRID_N + 1)
     with pytest.raises(ValueError, match=r"half_width_mhz: expected less than the lower qubit frequency, 5031.1 MHz"):
         detuning_grid(6000.0, n=3)
+
+
+# ---- 12. reset options (issue 25 row 5) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"bogus": 1}, r"options: expected None or a dict with no keys .*got unknown key\(s\) \['bogus'\]"),
+    (5, r"options: expected None or a dict with no keys .*got int 5"),
+    ("drift", r"options: expected None or a dict .*got str 'drift'"),
+])
+def test_reset_options_that_would_be_ignored_are_refused(options, match):
+    # Before, every adapter accepted them silently.
+    env = GateGymEnv(**SHORT)
+    with pytest.raises(ValueError, match=match):
+        env.reset(seed=0, options=options)
+    wrapped = gymnasium.make("quantgate_env:ZCQPEE-v0", **SHORT)  # through Gymnasium's wrappers
+    with pytest.raises(ValueError, match=match):
+        wrapped.reset(seed=0, options=options)
+    with pytest.raises(ValueError, match=match):
+        GateVectorEnv(num_envs=1, **SHORT).reset(seed=0, options=options)
+    with pytest.raises(ValueError, match=match):
+        parallel_env(**SHORT).reset(seed=0, options=options)
+    # None and {} (what gymnasium's check_env passes) still reset
+    assert env.reset(seed=0, options={})[0].shape == (28,)
+    assert env.reset(options=None)[0].shape == (28,)
