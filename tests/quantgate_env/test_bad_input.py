@@ -334,3 +334,41 @@ def test_reset_options_that_would_be_ignored_are_refused(options, match):
     # None and {} (what gymnasium's check_env passes) still reset
     assert env.reset(seed=0, options={})[0].shape == (28,)
     assert env.reset(options=None)[0].shape == (28,)
+
+
+# ---- 13. a large file that is not a pulse file: bounded memory (issue 25 row 8) --------------------
+
+
+def test_pulse_csv_refuses_a_long_line_without_holding_it(tmp_path):
+    import tracemalloc
+
+    # 2 MB on one line (the issue's case was 200 MB: it peaked at 574 MB, the line held whole
+    # and split into fields). Reading line by line with a cap holds at most one capped line.
+    path = tmp_path / "one_line.txt"
+    path.write_text("tlist,amplist\n" + "0.05," * 400_000 + "\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"one_line.txt' line 2 is longer than \d+ characters; expected a pulse CSV"):
+            load_pulse_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 500_000, peak  # the line is 2 MB; before, the peak was several times that
+
+
+def test_pulse_csv_keeps_numbers_not_rows_of_strings(tmp_path):
+    import tracemalloc
+
+    # A long legitimate pulse: 100000 samples. The rows are parsed as they are read, so memory is
+    # the numbers (two float64 and a line number per row), not the strings of every row.
+    n = 100_000
+    path = tmp_path / "long.csv"
+    path.write_text("tlist,amplist\n" + "".join(f"{0.05 * i:.6f},{np.sin(i) * 3:.9f}\n" for i in range(n + 1)))
+    tracemalloc.start()
+    try:
+        amps, dt = load_pulse_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert amps.shape == (n,) and dt == pytest.approx(0.05)
+    assert peak < 64 * n, peak  # rows of strings and Python floats took ~250 bytes per row
