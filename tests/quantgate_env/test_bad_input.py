@@ -372,3 +372,58 @@ def test_pulse_csv_keeps_numbers_not_rows_of_strings(tmp_path):
         tracemalloc.stop()
     assert amps.shape == (n,) and dt == pytest.approx(0.05)
     assert peak < 64 * n, peak  # rows of strings and Python floats took ~250 bytes per row
+
+
+# ---- 14. what the README says a user needs: check_env, and a NaN action inside jit (rows 6, 7) -----
+
+README = (__import__("pathlib").Path(quantgate_env.__file__).resolve().parents[2] / "README.md")
+CHECK_ENV_CALL = 'check_env(gymnasium.make("quantgate_env:ZCQPEE-v0", oob_mode="clip").unwrapped)'
+NAN_CHECK = "bad = ~jnp.isfinite(reward) | ~jnp.all(jnp.isfinite(obs), axis=-1)"
+
+
+def test_gymnasiums_check_env_passes_with_the_documented_arguments():
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    assert CHECK_ENV_CALL in README.read_text()  # where a user looks (the package README)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "passes" means no warning either
+        exec(CHECK_ENV_CALL, {"check_env": check_env, "gymnasium": gymnasium})
+
+
+def test_a_nan_action_inside_jit_is_detected_as_the_readme_says():
+    import jax
+    import jax.numpy as jnp
+
+    from quantgate_env import gymnax as qg
+
+    assert NAN_CHECK in README.read_text()
+
+    def detect(obs, reward):
+        scope = {"jnp": jnp, "obs": obs, "reward": reward}
+        exec(NAN_CHECK, scope)
+        return np.asarray(scope["bad"])
+
+    with jax.enable_x64(True):
+        core = make(**SHORT)
+        step = jax.jit(core.step)
+        obs, state = core.reset(jax.random.PRNGKey(0), core.default_params)
+        key, flags = jax.random.PRNGKey(1), []
+        for i in range(10):  # the whole 10-step pulse, a NaN action at step 3
+            action = jnp.full((3,), jnp.nan if i == 2 else 0.0)
+            obs, state, reward, terminated, truncated, info = step(key, state, action, core.default_params)
+            flags.append((bool(detect(obs, reward)), bool(terminated), bool(truncated), bool(info["oob"])))
+        # finite before, flagged from the NaN action on; never truncated or out of bounds; ends at the pulse end
+        assert [f[0] for f in flags] == [False] * 2 + [True] * 8
+        assert not any(f[2] or f[3] for f in flags) and [f[1] for f in flags] == [False] * 9 + [True]
+
+        env = qg.make(**SHORT)  # gymnax: the same check works batched and in an auto-resetting step
+        params = env.default_params
+        keys = jax.random.split(jax.random.PRNGKey(2), 2)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        actions = jnp.array([[0.0, 0.0, 0.0], [0.0, jnp.nan, 0.0]])
+        obs, state, reward, terminated, truncated, info = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))(
+            keys, state, actions, params)
+        assert detect(obs, reward).tolist() == [False, True]
+        assert not np.asarray(terminated | truncated).any()
