@@ -25,7 +25,7 @@ import pettingzoo  # the PettingZoo package (absolute import; this module is qua
 
 from .marl import MultiGateEnv, make_multi
 from .precision import x64_scope
-from .validation import check_reset_options, choice, real_array
+from .validation import choice, real_array
 
 __all__ = ["GateParallelEnv", "parallel_env"]
 
@@ -144,10 +144,9 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Start an episode; ``seed`` makes it (and every later unseeded reset) reproducible.
 
-        ``options`` must be None or ``{}`` (the environment takes no reset options): anything else
-        raises ValueError naming it.
+        ``options`` is ignored: PettingZoo's own ``parallel_api_test`` passes ``{"options": 1}`` and
+        requires it to be accepted (unlike the Gymnasium adapters, which refuse unknown options).
         """
-        check_reset_options(options)
         if seed is not None or self._np_random is None:
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
             self._key = jax.random.PRNGKey(int(self._np_random.integers(2**31)))

@@ -101,7 +101,7 @@ def finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple
 
 
 def check_reset_options(options: Any, accepted: Sequence[str] = ()) -> None:
-    """``reset(options=...)`` of the Gymnasium and PettingZoo adapters: None or a dict of known keys.
+    """``reset(options=...)`` of the Gymnasium adapters: None or a dict of known keys.
 
     The environments take no reset options today (``accepted`` is empty), so only None and ``{}``
     (what Gymnasium's ``check_env`` passes) are accepted; silently ignoring ``{"bogus": 1}`` would hide
