@@ -240,7 +240,8 @@ def write_page(runs: list[dict], out: str, figures: str, robustness: bool, refin
             continue
         top = min(done, key=lambda r: r["best_JT"])
         target = os.path.join(figures, top["run"])
-        for png in plot_run(top["dir"], target):
+        # The figures directory belongs to the generated page: regenerating it replaces them.
+        for png in plot_run(top["dir"], target, overwrite=True):
             lines.append(f"![{name} {os.path.basename(png)}]({rel(png)})")
         lines.append("")
 

@@ -381,3 +381,27 @@ def test_train_arguments_are_checked_before_anything_is_created(tmp_path, monkey
         trainer.train(**{"algo": "ppo", "env": TOY_ENV, "config": PPO_CFG,
                          "out": str(tmp_path / "out"), **kw})
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+# ---------------------------------------------------- budgets beyond the compiled int32 counters
+def test_a_budget_beyond_the_int32_counters_is_refused_before_any_run_directory(tmp_path,
+                                                                              monkeypatch, capsys):
+    # Before: --total-steps 10**30 created a run directory (config.json, .lock), then the jitted
+    # update failed with a 30-line OverflowError traceback.
+    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    line = _one_line_error(capsys, cli.main(["--env", TOY_ENV, "--total-steps", str(10**30),
+                                             "--out", str(tmp_path / "runs")]))
+    assert "total_steps: expected at most" in line and "int32" in line and str(10**30) in line
+    assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("algo, per_update", [("ppo", 4 * 4), ("trpo", 1)])
+def test_the_budget_bound_is_the_int32_counter_of_the_update(algo, per_update):
+    from jaxrl_agents.run.algorithms import make_config
+
+    base = {"n_envs": 2, "n_steps": 8, "n_epochs": 4, "n_minibatches": 4} if algo == "ppo" else \
+        {"n_envs": 2, "n_steps": 8, "batch_size": 8}
+    most = (2**31 - 1) // per_update * 16
+    assert make_config(algo, {**base, "total_steps": most}).n_updates * per_update <= 2**31 - 1
+    with pytest.raises(ValueError, match=f"total_steps: expected at most {most:,}"):
+        make_config(algo, {**base, "total_steps": most + 16})

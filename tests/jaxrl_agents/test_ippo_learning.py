@@ -52,6 +52,7 @@ def runs():
     return out
 
 
+@pytest.mark.slow  # the `runs` fixture trains 12 runs: 64 s of a shared 2-core run (issue 25)
 def test_ippo_lagrangian_keeps_cost_near_limit_where_ippo_does_not(runs):
     for compiled in (False, True):
         ippo = np.mean(runs[("IPPO", compiled)])
@@ -62,6 +63,7 @@ def test_ippo_lagrangian_keeps_cost_near_limit_where_ippo_does_not(runs):
         assert lag > 0.5, (compiled, runs)  # and not simply "never risky": reward still counts
 
 
+@pytest.mark.slow  # needs the `runs` fixture (12 learning runs)
 def test_python_and_compiled_paths_agree_in_expectation(runs):
     """Same losses, same dual update: seed-averaged outcomes of the two paths agree."""
     for algo in ("IPPO", "IPPO_Lagrangian"):
@@ -114,6 +116,7 @@ def test_masks_hold_on_both_paths(compiled):
     assert all(h["agents"]["a0"]["mean_cost"] > 0.0 for h in res.history)
 
 
+@pytest.mark.slow  # needs the `runs` fixture (12 learning runs)
 def test_compiled_path_is_reproducible(runs):  # after `runs`: the compiled update is cached
     import jax
 

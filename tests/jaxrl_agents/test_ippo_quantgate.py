@@ -44,6 +44,7 @@ def _check_improves(result, margin):
     assert greedy > first + margin, (greedy, returns)
 
 
+@pytest.mark.slow  # a learning run: 91 s of a shared 2-core run (issue 25)
 def test_ippo_improves_the_team_reward_compiled():
     """16 environments on the env's functional core (env.core), 24 updates of 256 steps."""
     env = pz.parallel_env(**OPTIONS)

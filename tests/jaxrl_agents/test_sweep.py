@@ -97,6 +97,7 @@ def test_grid_of_two_trials(local_ray, tmp_path):
         assert [e["event"] for e in _log(sweep, r["trial_id"])] == ["start", "finished"]
 
 
+@pytest.mark.slow  # 4 PBT members trained with exploits: 168 s of a shared 2-core run (issue 25)
 def test_pbt_population_of_four(local_ray, tmp_path):
     spec = parse_spec({
         "name": "pbt", "out": str(tmp_path), "train": dict(TRAIN, total_steps=768),

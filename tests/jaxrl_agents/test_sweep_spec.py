@@ -89,7 +89,7 @@ def test_bad_spec_names_the_field(change, field):
 
 
 def test_bad_address_and_existing_directory(tmp_path):
-    for good in (None, "auto", "127.0.0.1:6379", "ray://127.0.0.1:10001"):
+    for good in (None, "auto", "127.0.0.1:6379", "head-node.cluster:6379"):
         assert check_address(good) == good
     with pytest.raises(SpecError, match="--address: expected"):
         check_address("http://x")
@@ -173,3 +173,56 @@ def test_default_metric_of_the_gate_env_needs_no_x64_from_the_caller():
     assert not jax.config.read("jax_enable_x64")
     spec = parse_spec(raw)
     assert (spec.metric, spec.mode) == ("eval_JT_min", "min")
+
+
+# --------------------------------------------------------- the cluster path (issue 25 rows 2, 3)
+def _cli_sweep(tmp_path, address):
+    """Run the CLI in a fresh interpreter on a tiny valid SPEC; (exit code, stderr, sweep dir)."""
+    spec = tmp_path / "c.toml"
+    spec.write_text(textwrap.dedent(f"""
+        out = "{tmp_path / 'sweeps'}"
+        [train]
+        env = "{TOY_ENV}"
+        total_steps = 512
+        eval_every = 128
+        [train.config]
+        n_envs = 4
+        n_steps = 16
+        [space.config]
+        lr = {{values = [0.001, 0.003]}}
+    """))
+    code = textwrap.dedent(f"""
+        import sys
+        from jaxrl_agents.sweep.cli import main
+        rc = main([{str(spec)!r}, "--address", {address!r}])
+        print("RESULT", rc, "ray" in sys.modules)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    return p.stdout, p.stderr, tmp_path / "sweeps" / "c"
+
+
+def test_a_ray_client_address_is_refused_up_front_naming_the_form_that_works(tmp_path):
+    # Before: a traceback "Ray Client requires pip package ray[client]", and a sweep directory left.
+    out, err, sweep = _cli_sweep(tmp_path, "ray://127.0.0.1:10001")
+    assert "RESULT 2 False" in out, out + err  # refused before Ray is even imported
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxrl-sweep: error: --address: 'ray://127.0.0.1:10001'")
+    assert "--address auto" in lines[0] and "HEAD_IP:PORT" in lines[0]
+    assert not sweep.exists()
+
+
+def test_an_unreachable_address_fails_in_bounded_time_naming_it(tmp_path):
+    import socket
+
+    # A port nobody listens on: bind one, then close it. Before: Ray retried for minutes, printing
+    # only "Failed to connect to GCS" warnings, with the sweep directory already created.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out, err, sweep = _cli_sweep(tmp_path, f"127.0.0.1:{port}")
+    assert "RESULT 1" in out, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"jaxrl-sweep: error: --address: nothing accepts connections at 127.0.0.1:{port}")
+    assert not sweep.exists() and not (tmp_path / "sweeps").exists() or not os.listdir(tmp_path / "sweeps")

@@ -308,3 +308,121 @@ def test_detuning_grid_is_capped():
         detuning_grid(5.7, n=MAX_GRID_N + 1)
     with pytest.raises(ValueError, match=r"half_width_mhz: expected less than the lower qubit frequency, 5031.1 MHz"):
         detuning_grid(6000.0, n=3)
+
+
+# ---- 12. reset options (issue 25 row 5) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"bogus": 1}, r"options: expected None or a dict with no keys .*got unknown key\(s\) \['bogus'\]"),
+    (5, r"options: expected None or a dict with no keys .*got int 5"),
+    ("drift", r"options: expected None or a dict .*got str 'drift'"),
+])
+def test_reset_options_that_would_be_ignored_are_refused(options, match):
+    # Before, the Gymnasium adapters accepted them silently.
+    env = GateGymEnv(**SHORT)
+    with pytest.raises(ValueError, match=match):
+        env.reset(seed=0, options=options)
+    wrapped = gymnasium.make("quantgate_env:ZCQPEE-v0", **SHORT)  # through Gymnasium's wrappers
+    with pytest.raises(ValueError, match=match):
+        wrapped.reset(seed=0, options=options)
+    with pytest.raises(ValueError, match=match):
+        GateVectorEnv(num_envs=1, **SHORT).reset(seed=0, options=options)
+    # PettingZoo's own parallel_api_test resets with options={"options": 1} and requires that to
+    # work, so the PettingZoo env keeps ignoring them (test_pettingzoo runs that API test).
+    # None and {} (what gymnasium's check_env passes) still reset
+    assert env.reset(seed=0, options={})[0].shape == (28,)
+    assert env.reset(options=None)[0].shape == (28,)
+
+
+# ---- 13. a large file that is not a pulse file: bounded memory (issue 25 row 8) --------------------
+
+
+def test_pulse_csv_refuses_a_long_line_without_holding_it(tmp_path):
+    import tracemalloc
+
+    # 2 MB on one line (the issue's case was 200 MB: it peaked at 574 MB, the line held whole
+    # and split into fields). Reading line by line with a cap holds at most one capped line.
+    path = tmp_path / "one_line.txt"
+    path.write_text("tlist,amplist\n" + "0.05," * 400_000 + "\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"one_line.txt' line 2 is longer than \d+ characters; expected a pulse CSV"):
+            load_pulse_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 500_000, peak  # the line is 2 MB; before, the peak was several times that
+
+
+def test_pulse_csv_keeps_numbers_not_rows_of_strings(tmp_path):
+    import tracemalloc
+
+    # A long legitimate pulse: 100000 samples. The rows are parsed as they are read, so memory is
+    # the numbers (two float64 and a line number per row), not the strings of every row.
+    n = 100_000
+    path = tmp_path / "long.csv"
+    path.write_text("tlist,amplist\n" + "".join(f"{0.05 * i:.6f},{np.sin(i) * 3:.9f}\n" for i in range(n + 1)))
+    tracemalloc.start()
+    try:
+        amps, dt = load_pulse_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert amps.shape == (n,) and dt == pytest.approx(0.05)
+    assert peak < 64 * n, peak  # rows of strings and Python floats took ~250 bytes per row
+
+
+# ---- 14. what the README says a user needs: check_env, and a NaN action inside jit (rows 6, 7) -----
+
+README = (__import__("pathlib").Path(quantgate_env.__file__).resolve().parents[2] / "README.md")
+CHECK_ENV_CALL = 'check_env(gymnasium.make("quantgate_env:ZCQPEE-v0", oob_mode="clip").unwrapped)'
+NAN_CHECK = "bad = ~jnp.isfinite(reward) | ~jnp.all(jnp.isfinite(obs), axis=-1)"
+
+
+def test_gymnasiums_check_env_passes_with_the_documented_arguments():
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    assert CHECK_ENV_CALL in README.read_text()  # where a user looks (the package README)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "passes" means no warning either
+        exec(CHECK_ENV_CALL, {"check_env": check_env, "gymnasium": gymnasium})
+
+
+def test_a_nan_action_inside_jit_is_detected_as_the_readme_says():
+    import jax
+    import jax.numpy as jnp
+
+    from quantgate_env import gymnax as qg
+
+    assert NAN_CHECK in README.read_text()
+
+    def detect(obs, reward):
+        scope = {"jnp": jnp, "obs": obs, "reward": reward}
+        exec(NAN_CHECK, scope)
+        return np.asarray(scope["bad"])
+
+    with jax.enable_x64(True):
+        core = make(**SHORT)
+        step = jax.jit(core.step)
+        obs, state = core.reset(jax.random.PRNGKey(0), core.default_params)
+        key, flags = jax.random.PRNGKey(1), []
+        for i in range(10):  # the whole 10-step pulse, a NaN action at step 3
+            action = jnp.full((3,), jnp.nan if i == 2 else 0.0)
+            obs, state, reward, terminated, truncated, info = step(key, state, action, core.default_params)
+            flags.append((bool(detect(obs, reward)), bool(terminated), bool(truncated), bool(info["oob"])))
+        # finite before, flagged from the NaN action on; never truncated or out of bounds; ends at the pulse end
+        assert [f[0] for f in flags] == [False] * 2 + [True] * 8
+        assert not any(f[2] or f[3] for f in flags) and [f[1] for f in flags] == [False] * 9 + [True]
+
+        env = qg.make(**SHORT)  # gymnax: the same check works batched and in an auto-resetting step
+        params = env.default_params
+        keys = jax.random.split(jax.random.PRNGKey(2), 2)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        actions = jnp.array([[0.0, 0.0, 0.0], [0.0, jnp.nan, 0.0]])
+        obs, state, reward, terminated, truncated, info = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))(
+            keys, state, actions, params)
+        assert detect(obs, reward).tolist() == [False, True]
+        assert not np.asarray(terminated | truncated).any()

@@ -185,3 +185,38 @@ def test_cli_export_needs_force_to_replace(tmp_path, capsys, discrete_policy):
     assert out.read_bytes() == PRECIOUS
     assert main(["export", str(tmp_path / "pol"), str(out), "--force"]) == 0
     assert sb3_bridge.inspect(out).supported
+
+
+def _read_only(monkeypatch, directory):
+    """Make `directory` refuse new files, as a read-only mount does (also for root, who runs the
+    tests here and whom permission bits would not stop)."""
+    real = os.open
+
+    def refusing(path, flags, *args, **kwargs):
+        if os.path.dirname(os.path.abspath(path)) == str(directory) and flags & os.O_CREAT:
+            raise OSError(30, "Read-only file system", path)
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+
+
+def test_export_into_a_read_only_directory_fails_before_building_the_model(tmp_path, discrete_policy,
+                                                                           monkeypatch, capsys):
+    sb3 = pytest.importorskip("stable_baselines3")
+
+    class NeverBuilt:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("the SB3 model was built before the target was checked")
+
+    monkeypatch.setattr(sb3, "PPO", NeverBuilt)
+    discrete_policy.save(str(tmp_path / "pol"))
+    target = tmp_path / "ro"
+    target.mkdir()
+    _read_only(monkeypatch, target)
+    with pytest.raises(OSError) as info:
+        sb3_bridge.export(discrete_policy, target / "model.zip")
+    assert info.value.filename == str(target / "model.zip")  # the target, not a temporary file
+    assert main(["export", str(tmp_path / "pol"), str(target / "model.zip")]) == 2
+    err = _one_line_error(capsys, "export")
+    assert f"{target / 'model.zip'}: cannot write it (Read-only file system)" in err and ".tmp" not in err
+    assert os.listdir(target) == []

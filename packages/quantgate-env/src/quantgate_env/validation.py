@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["finite_number", "positive_number", "choice", "finite_array", "real_array", "check_action_shape",
-           "check_action_dict"]
+           "check_action_dict", "check_reset_options"]
 
 # numpy dtype kinds that are real numbers: signed, unsigned, floating (not bool, complex, str, object)
 _REAL_KINDS = "iuf"
@@ -98,6 +98,26 @@ def finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple
             f"{name}: expected finite values, got {array[first]} at index {first if len(first) > 1 else first[0]}"
         )
     return array
+
+
+def check_reset_options(options: Any, accepted: Sequence[str] = ()) -> None:
+    """``reset(options=...)`` of the Gymnasium adapters: None or a dict of known keys.
+
+    The environments take no reset options today (``accepted`` is empty), so only None and ``{}``
+    (what Gymnasium's ``check_env`` passes) are accepted; silently ignoring ``{"bogus": 1}`` would hide
+    a caller's belief that the option did something.
+
+    Raises:
+        ValueError: naming ``options``, what is accepted and what arrived.
+    """
+    if options is None:
+        return
+    known = f"the keys {sorted(accepted)}" if accepted else "no keys (this environment takes no reset options)"
+    if not isinstance(options, Mapping):
+        raise ValueError(f"options: expected None or a dict with {known}, got {_describe(options)}")
+    unknown = sorted(str(k) for k in options if k not in accepted)
+    if unknown:
+        raise ValueError(f"options: expected None or a dict with {known}, got unknown key(s) {unknown}")
 
 
 def check_action_shape(name: str, action: Any, shape: tuple[int, ...], integer: bool) -> None:

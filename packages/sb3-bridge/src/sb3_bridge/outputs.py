@@ -1,7 +1,9 @@
 """The overwrite policy of every file sb3-bridge writes.
 
 An existing file is kept unless the caller asks for it to be replaced (``overwrite=True``,
-``--force`` on the command line).
+``--force`` on the command line). The policy is defined once, on the workspace's ground floor
+(``jaxrl_agents.run.fileio.refuse_existing``, which ``jaxrl-plot`` shares); these names delegate to
+it when called, so that ``import sb3_bridge`` still imports neither jax nor torch.
 
 The writes themselves go through ``jaxrl_agents.run.fileio.atomic_write`` (temporary file in the same
 directory, then ``os.replace``), so a replaced file is whole before or after, never half written.
@@ -9,27 +11,18 @@ directory, then ``os.replace``), so a replaced file is whole before or after, ne
 
 from __future__ import annotations
 
-import os
-
-__all__ = ["refuse_existing"]
+__all__ = ["refuse_existing", "check_writable"]
 
 
 def refuse_existing(paths, *, overwrite: bool) -> None:
-    """Raise unless every path in ``paths`` is free to write, or ``overwrite`` is set.
+    """``jaxrl_agents.run.fileio.refuse_existing``: FileExistsError unless every path is free."""
+    from jaxrl_agents.run.fileio import refuse_existing as refuse
 
-    Args:
-        paths: the files about to be written (``str`` / ``os.PathLike``), all checked before any
-            is written, so a refused command leaves a directory as it was.
-        overwrite: replace existing files.
+    refuse(paths, overwrite=overwrite)
 
-    Raises:
-        FileExistsError: the first path that exists (a file, a directory or a link), named in the
-            message with how to replace it.
-    """
-    if overwrite:
-        return
-    for path in paths:
-        path = os.fspath(path)
-        if os.path.lexists(path):
-            raise FileExistsError(f"{path} already exists; refusing to overwrite it (pass "
-                                  f"overwrite=True, or --force on the command line, to replace it)")
+
+def check_writable(path) -> None:
+    """``jaxrl_agents.run.fileio.check_writable``: OSError naming `path` if it cannot be created."""
+    from jaxrl_agents.run.fileio import check_writable as check
+
+    check(path)

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .outputs import refuse_existing
+from .outputs import check_writable, refuse_existing
 
 __all__ = ["export"]
 
@@ -50,6 +50,8 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     Raises:
         FileExistsError: the output file exists and ``overwrite`` is False (checked before any
             work is done).
+        OSError: the output's directory is missing or refuses new files (read-only, not a
+            directory), naming the output file; also checked before any work is done.
         ImportError: torch or SB3 (sb3-contrib for TRPO) is not installed.
         ValueError: unknown ``algo``, a multi-categorical policy, or spaces that do not match the
             network's sizes.
@@ -59,6 +61,9 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
         raise ValueError(f"algo: expected one of {sorted(_ALGOS)}, got {algo!r}")
     out_path = _zip_path(path)
     refuse_existing([out_path], overwrite=overwrite)
+    # Before torch and the SB3 model (seconds of work): a read-only or missing directory fails now,
+    # naming the output file.
+    check_writable(out_path)
     try:
         import importlib
 

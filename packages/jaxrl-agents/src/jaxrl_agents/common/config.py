@@ -172,11 +172,17 @@ class ValidatedConfig:
         return d
 
 
+#: The largest count the compiled update can hold: its update counter (`TrainState.update`) and the
+#: index of its optimiser step (the learning-rate schedule's numerator) are int32 scalars.
+MAX_COMPILED_COUNT = 2**31 - 1
+
+
 class RolloutBudget:
     """Mixin of configs with ``n_envs``, ``n_steps`` and ``total_steps``: the run's update counts.
 
     Put it before the config class in the bases (PPO/TRPO's `AlgoConfig`, IPPO's trainer configs):
-    it adds the check that the budget holds at least one update, and `from_dict`.
+    it adds the check that the budget holds at least one update and that its counts fit the
+    compiled int32 counters, and `from_dict`.
     """
 
     def _check_consistency(self) -> None:
@@ -186,6 +192,28 @@ class RolloutBudget:
                 f"total_steps: expected at least one update of n_envs * n_steps = "
                 f"{self.rollout_size} steps, got {self.total_steps}; raise total_steps or lower "
                 f"n_envs/n_steps")
+        # Checked here, in Python: past it the update counter would wrap inside jit, and a budget
+        # beyond int64 (--total-steps 10**30) failed with an OverflowError from the compiler after
+        # the run directory had been created.
+        per_update = self.counted_steps_per_update
+        most = (MAX_COMPILED_COUNT // per_update) * self.rollout_size
+        if self.total_steps > most:
+            raise ValueError(
+                f"total_steps: expected at most {most:,} environment steps (the compiled update "
+                f"counts {per_update} optimiser step(s) per update of {self.rollout_size} steps in "
+                f"int32, at most 2**31 - 1 over the run), got {self.total_steps}")
+
+    @property
+    def counted_steps_per_update(self) -> int:
+        """Steps one update adds to the largest compiled counter.
+
+        PPO and IPPO count every optimiser step (n_epochs x n_minibatches; IPPO at most that, for
+        agents whose rollout splits into fewer minibatches); TRPO counts updates (its schedule is
+        per update).
+        """
+        if hasattr(self, "n_epochs"):
+            return self.n_epochs * self.n_minibatches
+        return 1
 
     @property
     def rollout_size(self) -> int:

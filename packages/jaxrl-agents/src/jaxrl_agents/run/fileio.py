@@ -34,7 +34,8 @@ except ImportError:  # pragma: no cover (Windows): runs still work, unlocked
     fcntl = None
 
 __all__ = ["atomic_write", "atomic_write_json", "atomic_savez", "flatten_dict", "unflatten_dict",
-           "load_npz", "lock_directory", "DirectoryLockedError", "LOCK_FILE", "describe_os_error"]
+           "load_npz", "lock_directory", "DirectoryLockedError", "LOCK_FILE", "describe_os_error",
+           "refuse_existing", "check_writable"]
 
 SEP = "/"
 LOCK_FILE = ".lock"
@@ -82,6 +83,52 @@ def _create_temp(directory: str, name: str) -> tuple[int, str]:
             continue
 
 
+def refuse_existing(paths, *, overwrite: bool) -> None:
+    """Raise unless every path in ``paths`` is free to write, or ``overwrite`` is set.
+
+    Args:
+        paths: the files about to be written (``str`` / ``os.PathLike``), all checked before any
+            is written, so a refused command leaves a directory as it was.
+        overwrite: replace existing files.
+
+    Raises:
+        FileExistsError: the first path that exists (a file, a directory or a link), named in the
+            message with how to replace it.
+    """
+    if overwrite:
+        return
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.lexists(path):
+            raise FileExistsError(f"{path} already exists; refusing to overwrite it (pass "
+                                  f"overwrite=True, or --force on the command line, to replace it)")
+
+
+def _target_error(e: OSError, path: str) -> OSError:
+    """`e` renamed after the file the user asked for (not the temporary file next to it)."""
+    return type(e)(e.errno, f"cannot write it ({e.strerror or e})", path)
+
+
+def check_writable(path: str) -> None:
+    """Check that `atomic_write(path, ...)` can create its file, before expensive work.
+
+    Behaviour, not permission bits: it creates and removes the temporary file the write would
+    create, so a read-only filesystem, a missing directory or a directory that is not one are all
+    found, also for root (for whom ``os.access`` says yes to a read-only mount).
+
+    Raises:
+        OSError: naming `path` (not the temporary file) with the reason.
+    """
+    path = os.fspath(path)
+    try:
+        fd, tmp = _create_temp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+    except OSError as e:
+        raise _target_error(e, path) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
 def atomic_write(path: str, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file + fsync + os.replace).
 
@@ -89,10 +136,14 @@ def atomic_write(path: str, data: bytes) -> None:
     directory) the temporary file is removed and `path` keeps its previous content.
 
     Raises:
-        OSError: the write failed (`describe_os_error` formats it as one line).
+        OSError: the write failed, naming `path` (`describe_os_error` formats it as one line).
     """
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = _create_temp(directory, os.path.basename(path))
+    try:
+        fd, tmp = _create_temp(directory, os.path.basename(path))
+    except OSError as e:  # the temporary file's name means nothing to the user: name the target
+        raise _target_error(e, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -5,6 +5,9 @@ Writes into ``RUN_DIR/plots/`` (or ``--out``):
 - ``learning_curve.png``: an evaluation field against environment steps;
 - ``best_episode.png``: panels of recorded per-step quantities along the best evaluation episode.
 
+An existing file of either name is replaced only with ``--force`` (both are checked before either
+is drawn, so a refused command writes nothing), and each is written atomically.
+
 What is plotted comes from the run directory, not from this module: config.json's
 ``"evaluation"`` (the environment's description: score, score_mode and plot hints, see
 docs/contracts.md), the eval rows of progress.csv and evals.npz. Without a description (an env
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import json
 import math
 import os
@@ -24,10 +28,13 @@ import sys
 import numpy as np
 
 from ..common.evaluation import EVAL_PREFIX, eval_summary, score_to_minimise
-from .fileio import describe_os_error, load_npz
+from .fileio import atomic_write, describe_os_error, load_npz, refuse_existing
 from .run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
 
-__all__ = ["plot_run", "main"]
+__all__ = ["plot_run", "main", "FIGURES"]
+
+#: The files `plot_run` writes, in order.
+FIGURES = ("learning_curve.png", "best_episode.png")
 
 _GENERIC = {"score": "return", "score_mode": "max", "plots": {}}
 _CURVE = {"field": "return", "label": "eval return", "scale": "linear"}
@@ -85,8 +92,30 @@ def _plot_pulse(ax, t_end, samples) -> None:
     ax.stairs(values, bounds, baseline=None)
 
 
-def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
-    """Write the figures of `run_dir`; returns the PNG paths."""
+def _save(fig, path: str) -> None:
+    """The figure as a PNG at `path`, atomically (a reader never sees half an image)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    atomic_write(path, buf.getvalue())
+
+
+def plot_run(run_dir: str, out_dir: str | None = None, *, overwrite: bool = False) -> list[str]:
+    """Write the figures of `run_dir` (`FIGURES`) into `out_dir`.
+
+    Args:
+        run_dir: a run directory written by jaxrl-train (it needs evals.npz).
+        out_dir: where the PNGs go (default ``run_dir/plots``; created if missing).
+        overwrite: replace existing files of the same names (default: refuse, before drawing).
+
+    Returns:
+        The PNG paths written.
+
+    Raises:
+        ValueError: `run_dir` is not a run directory, or its evals.npz is unreadable (named).
+        FileExistsError: a file `plot_run` would write exists and `overwrite` is False; nothing
+            is written then.
+        OSError: `out_dir` cannot be created or written.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,6 +129,9 @@ def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
     desc = _description(run_dir)
     hints = desc.get("plots") or {}
     out_dir = out_dir or os.path.join(run_dir, "plots")
+    curve_path, episode_path = (os.path.join(out_dir, name) for name in FIGURES)
+    # Every file, before any is drawn: a user's learning_curve.png in --out is never replaced.
+    refuse_existing([curve_path, episode_path], overwrite=overwrite)
     os.makedirs(out_dir, exist_ok=True)
     name = os.path.basename(os.path.normpath(run_dir))
     steps = evals["step"]
@@ -118,8 +150,8 @@ def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
     ax.set_xlabel("environment steps")
     ax.set_title(name, fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    written.append(os.path.join(out_dir, "learning_curve.png"))
-    fig.savefig(written[-1], dpi=120)
+    _save(fig, curve_path)
+    written.append(curve_path)
     plt.close(fig)
 
     b = _best_index(summaries, desc)
@@ -155,8 +187,8 @@ def plot_run(run_dir: str, out_dir: str | None = None) -> list[str]:
     if score_field in s and score_field != "eval_return":
         title += f", {desc['score']} {s[score_field]:.3e}"
     axes[0, 0].set_title(title, fontsize=8)
-    written.append(os.path.join(out_dir, "best_episode.png"))
-    fig.savefig(written[-1], dpi=120)
+    _save(fig, episode_path)
+    written.append(episode_path)
     plt.close(fig)
     return written
 
@@ -166,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="jaxrl-plot", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", help="run directory written by jaxrl-train")
     p.add_argument("--out", default=None, help="output directory (default RUN_DIR/plots)")
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {' and '.join(FIGURES)} if the output directory holds them")
     args = p.parse_args(argv)
     if importlib.util.find_spec("matplotlib") is None:
         print(f"jaxrl-plot: error: matplotlib is not installed: pip install "
@@ -173,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.run_dir}", file=sys.stderr)
         return 2
     try:
-        for path in plot_run(args.run_dir, args.out):
+        for path in plot_run(args.run_dir, args.out, overwrite=args.force):
             print(path)
     except ValueError as e:  # not a run directory, or a corrupt evals.npz (named)
+        print(f"jaxrl-plot: error: {e}", file=sys.stderr)
+        return 2
+    except FileExistsError as e:  # a file in the output directory (named; nothing written)
         print(f"jaxrl-plot: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable --out

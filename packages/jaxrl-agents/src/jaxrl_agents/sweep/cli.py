@@ -6,7 +6,7 @@ Examples::
     jaxrl-sweep lr.toml                         # again after an interruption: resumes
     jaxrl-sweep lr.toml --dry-run               # validate the SPEC and list the trials' space
     jaxrl-sweep lr.toml --address auto          # join the Ray cluster of this node
-    jaxrl-sweep lr.toml --address ray://head:10001
+    jaxrl-sweep lr.toml --address head:6379     # join a cluster by its head's GCS address
 
 The SPEC format is in docs/sweeps.md. Errors are one line on stderr: exit 2 for a bad SPEC or
 arguments (found before Ray starts), exit 1 when the sweep could not run.
@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog="SPEC format: packages/jaxrl-agents/docs/sweeps.md")
     p.add_argument("spec", metavar="SPEC", help="the sweep's TOML file")
     p.add_argument("--address", default=None,
-                   help="join a running Ray cluster: 'auto', HOST:PORT or ray://HOST:PORT "
-                        "(default: start a local Ray for this sweep)")
+                   help="join a running Ray cluster from one of its nodes: 'auto' or HOST:PORT "
+                        "(the --port of `ray start --head`); Ray Client addresses (ray://) are "
+                        "not supported (default: start a local Ray for this sweep)")
     p.add_argument("--out", default=None, help="parent of the sweep directory (SPEC's out)")
     p.add_argument("--name", default=None, help="sweep directory name (SPEC's name)")
     p.add_argument("--num-cpus", type=int, default=None,

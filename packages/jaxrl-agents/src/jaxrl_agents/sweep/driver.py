@@ -17,30 +17,81 @@ from the trainer's last checkpoint (or adopts their last PBT checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import socket
 import sys
 import warnings
 
 from . import jaxrl, resources, summary
 from .spec import SpecError, SweepSpec
 
-__all__ = ["run_sweep", "prepare_sweep_dir", "check_address", "SWEEP_JSON", "TUNE_DIR"]
+__all__ = ["run_sweep", "prepare_sweep_dir", "check_address", "probe_address", "SWEEP_JSON",
+           "TUNE_DIR", "CONNECT_TIMEOUT_S"]
 
 SWEEP_JSON = "sweep.json"
 SPEC_COPY = "spec.toml"
 TUNE_DIR = "tune"
-_ADDRESS = re.compile(r"^(auto|ray://[\w.\-]+:\d+|[\w.\-]+:\d+)$")
+_ADDRESS = re.compile(r"^(auto|[\w.\-]+:\d+)$")
+#: Seconds `probe_address` waits for the head to accept a connection.
+CONNECT_TIMEOUT_S = 10.0
 
 
 def check_address(address: str | None) -> str | None:
-    """None (start a local Ray), ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``."""
+    """None (start a local Ray), ``auto`` or ``HOST:PORT`` (the GCS of ``ray start --head``).
+
+    ``ray://`` (Ray Client) is refused: it needs ``ray[client]`` (grpcio), which the ``[sweep]``
+    extra does not install, and a sweep driver outside the cluster would still need the sweep
+    directory at the same path as the trials (it reads their run directories). Run jaxrl-sweep
+    on a node of the cluster instead.
+    """
+    if address is not None and address.startswith("ray://"):
+        raise SpecError(f"--address: {address!r} is a Ray Client address, which jaxrl-sweep does not "
+                        f"support (it needs ray[client], and the driver must see the sweep "
+                        f"directory); run jaxrl-sweep on a node of the cluster with --address auto "
+                        f"or --address HEAD_IP:PORT (the --port of `ray start --head`, 6379 by default)")
     if address is not None and not _ADDRESS.match(address):
-        raise SpecError(f"--address: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got "
-                        f"{address!r}")
+        raise SpecError(f"--address: expected 'auto' or 'HOST:PORT' (the --port of `ray start "
+                        f"--head`), got {address!r}")
     return address
+
+
+def probe_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Check that something accepts connections at ``HOST:PORT`` before Ray is asked to join it.
+
+    ``ray.init`` retries an unreachable GCS for minutes, printing only its own warnings; one TCP
+    connect with a timeout answers in bounded time. ``None`` and ``auto`` are not probed (``auto``
+    reads the address of this node's cluster, and ``ray.init`` fails at once without one).
+
+    Raises:
+        ConnectionError: naming the address, within about ``timeout`` seconds.
+    """
+    if address is None or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise ConnectionError(f"--address: nothing accepts connections at {address} ({reason} within "
+                              f"{timeout:g} s); start the head there with `ray start --head "
+                              f"--port={port}`, or check the address") from None
+
+
+def _remove_new_sweep_dir(sweep_dir: str, created: bool) -> None:
+    """Undo `prepare_sweep_dir` for a sweep that never started: its own files only."""
+    for name in (SWEEP_JSON, SPEC_COPY):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(sweep_dir, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.join(sweep_dir, summary.RUNS_DIR))  # only if still empty
+    if created:
+        with contextlib.suppress(OSError):
+            os.rmdir(sweep_dir)
 
 
 def _flat(d, prefix=""):
@@ -125,8 +176,8 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
     Args:
         spec: the validated SPEC.
         spec_path: the SPEC file, copied into the sweep directory.
-        address: None starts a local Ray (and stops it at the end); ``auto``, ``HOST:PORT`` or
-            ``ray://HOST:PORT`` joins a running cluster.
+        address: None starts a local Ray (and stops it at the end); ``auto`` or ``HOST:PORT``
+            joins a running cluster (``HOST:PORT`` is probed first: `probe_address`).
         retry_errored: on resume, also run again the trials that failed for good.
         progress: "bar", "lines", "off", or None (bar on a terminal).
         print_table: print the ranked table at the end.
@@ -135,6 +186,8 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
         The summary rows, best first (as in summary.csv).
     """
     check_address(address)
+    probe_address(address)  # an unreachable head fails here, in bounded time, creating nothing
+    created = not os.path.exists(spec.sweep_dir)
     sweep_dir, existed = prepare_sweep_dir(spec, spec_path)
     # Ray's `uv run` hook would package the whole working directory into every worker's
     # environment (gigabytes with run directories in it) and re-create the venv per worker: the
@@ -161,7 +214,12 @@ def run_sweep(spec: SweepSpec, *, spec_path: str | None = None, address: str | N
     # A process that already runs Ray (a notebook, a test) keeps its connection as it is.
     owns_ray = not ray.is_initialized()
     if owns_ray:
-        _init_ray(spec, address, sweep_dir)
+        try:
+            _init_ray(spec, address, sweep_dir)
+        except BaseException:
+            if not existed:  # a sweep that never started leaves no sweep directory behind
+                _remove_new_sweep_dir(sweep_dir, created)
+            raise
     try:
         if existed and tune.Tuner.can_restore(tune_path):
             print(f"jaxrl-sweep: resuming {sweep_dir}", file=sys.stderr)

@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 
 from ..mdp.single_line import GateEnv, make
 from ..precision import x64_scope
-from ..validation import real_array
+from ..validation import check_reset_options, real_array
 from .packing import FlatLayout
 
 __all__ = ["GateGymEnv", "GateVectorEnv"]
@@ -206,12 +206,17 @@ class GateGymEnv(gymnasium.Env):
         Args:
             seed: reseeds ``np_random`` and the PRNG key; ``None`` keeps the running key (one is
                 drawn at the first reset).
-            options: ignored (accepted for the Gymnasium signature).
+            options: None or ``{}``: the environment takes no reset options (configure it with
+                the options of ``gymnasium.make`` instead).
 
         Returns:
             obs (obs_dim,) float32 and an empty info dict. After the first reset the next episode
             gets a fresh device with resampled drift, or keeps the same one with fixed drift.
+
+        Raises:
+            ValueError: ``options`` is not None or a dict, or holds any key.
         """
+        check_reset_options(options)
         super().reset(seed=seed)
         key = None  # None: keep the running key, carried on the device
         if seed is not None or self._carry is None:
@@ -294,11 +299,15 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
         Args:
             seed: reseeds ``np_random`` and the PRNG key; ``None`` keeps the running key (one is
                 drawn at the first reset).
-            options: ignored (accepted for the Gymnasium signature).
+            options: None or ``{}``: the environment takes no reset options.
 
         Returns:
             obs (N, obs_dim) float32 and an empty info dict.
+
+        Raises:
+            ValueError: ``options`` is not None or a dict, or holds any key.
         """
+        check_reset_options(options)
         if seed is not None:
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
         with x64_scope():

@@ -142,7 +142,11 @@ class GateParallelEnv(pettingzoo.ParallelEnv):
     # ---- episode ----------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        """Start an episode; ``seed`` makes it (and every later unseeded reset) reproducible."""
+        """Start an episode; ``seed`` makes it (and every later unseeded reset) reproducible.
+
+        ``options`` is ignored: PettingZoo's own ``parallel_api_test`` passes ``{"options": 1}`` and
+        requires it to be accepted (unlike the Gymnasium adapters, which refuse unknown options).
+        """
         if seed is not None or self._np_random is None:
             self._np_random, _ = gymnasium.utils.seeding.np_random(seed)
             self._key = jax.random.PRNGKey(int(self._np_random.integers(2**31)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import csv
 import functools
 import math
@@ -100,25 +101,40 @@ def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, 
     )
 
 
-def _read_csv_rows(path: str | os.PathLike) -> list[tuple[int, list[str]]]:
-    """(line number, fields) of every row, trailing blank lines dropped; text errors name the file."""
+#: Longest line a pulse file may have, in characters. A row holds a few numbers (time, amplitude,
+#: perhaps a pandas index and a ``guess`` column): well under 200 characters. The cap bounds the
+#: memory of a wrong file: a 200 MB one-line text was read whole and split into fields (574 MB).
+MAX_CSV_LINE = 4096
+
+
+def _bounded_lines(handle, name: str):
+    """The lines of ``handle``, each read with a cap, so no line is ever held longer than the cap."""
+    number = 0
+    while line := handle.readline(MAX_CSV_LINE + 1):
+        number += 1
+        if len(line) > MAX_CSV_LINE:
+            raise ValueError(
+                f"path: {name!r} line {number} is longer than {MAX_CSV_LINE} characters; expected a pulse "
+                f"CSV file (a few numbers per row, columns 'tlist' and 'amplist')"
+            )
+        yield line
+
+
+def _csv_rows(path: str | os.PathLike):
+    """Yield (line number, fields) of every row, reading line by line; text errors name the file."""
     name = os.fspath(path)
-    rows = []
     try:
         # utf-8-sig: a spreadsheet's byte-order mark must not become part of the first column name
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
+            reader = csv.reader(_bounded_lines(handle, name))
             for row in reader:
-                rows.append((reader.line_num, row))
+                yield reader.line_num, row
     except UnicodeDecodeError as err:
         raise ValueError(
             f"path: {name!r} is not a text CSV file (byte {err.start} is not UTF-8); expected columns 'tlist' and 'amplist'"
         ) from None
     except csv.Error as err:  # e.g. a NUL byte: a binary file that happens to decode
         raise ValueError(f"path: {name!r} is not a CSV file ({err}); expected columns 'tlist' and 'amplist'") from None
-    while rows and not any(field.strip() for field in rows[-1][1]):
-        rows.pop()  # editors and pandas often end a file with a newline too many
-    return rows
 
 
 def _column_value(name: str, line: int, row: list[str], column: str, index: int) -> float:
@@ -138,46 +154,58 @@ def _column_value(name: str, line: int, row: list[str], column: str, index: int)
     return value
 
 
+def _blank(row: list[str]) -> bool:
+    return not any(field.strip() for field in row)
+
+
 def load_pulse_csv(path: str | os.PathLike) -> tuple[np.ndarray, float]:
     """Read a pulse file in the paper's format.
 
     The file has columns ``tlist`` (ns) and ``amplist`` (rad/ns), possibly beside an unnamed
     pandas index column or a ``guess`` column. ``amplist[0]`` is the value at t = 0 and is never
     applied; sample k holds ``amplist[k + 1]`` on (t_k, t_{k+1}] and sits on line
-    k + ``CSV_FIRST_SAMPLE_LINE`` of the file. Trailing blank lines are ignored.
+    k + ``CSV_FIRST_SAMPLE_LINE`` of the file. Trailing blank lines are ignored. The file is read
+    line by line and each row is parsed as it arrives (memory: the numbers, ~24 bytes per row);
+    a line longer than ``MAX_CSV_LINE`` characters is refused before the rest of it is read.
 
     Returns:
         (amps, dt): amps (len - 1,) float64 in rad/ns, dt in ns (= tlist[1] - tlist[0]).
 
     Raises:
         ValueError: naming the file (and the line, where there is one): not a UTF-8 text CSV file,
-            missing columns, fewer than two data rows, a blank or short row, non-numeric or
-            non-finite values, or a time grid that is not uniform.
+            a line longer than ``MAX_CSV_LINE``, missing columns, fewer than two data rows, a blank
+            or short row, non-numeric or non-finite values, or a time grid that is not uniform.
         OSError: the file cannot be opened.
     """
     name = os.fspath(path)
-    rows = _read_csv_rows(path)
-    if not rows:
+    rows = _csv_rows(path)
+    first = next(rows, None)
+    if first is None or (_blank(first[1]) and all(_blank(row) for _, row in rows)):
         raise ValueError(f"path: {name!r} is empty; expected columns 'tlist' and 'amplist'")
-    header = [field.strip() for field in rows[0][1]]
+    header = [field.strip() for field in first[1]]
     missing = [col for col in ("tlist", "amplist") if col not in header]
     if missing:
         raise ValueError(f"path: {name!r} lacks column(s) {missing}; expected 'tlist' and 'amplist', got {header}")
-    if len(rows) < 3:
-        raise ValueError(f"path: {name!r} has {len(rows) - 1} data rows; expected at least 2")
     t_col, a_col = header.index("tlist"), header.index("amplist")
-    tlist, amplist = [], []
-    for line, row in rows[1:]:
-        if not any(field.strip() for field in row):
-            raise ValueError(f"{name!r} line {line}: expected a data row, got a blank line (only trailing ones are ignored)")
+    tlist, amplist, lines = array.array("d"), array.array("d"), array.array("q")
+    blank = None  # the first blank line: an error only if data follows (trailing ones are ignored)
+    for line, row in rows:
+        if _blank(row):
+            blank = blank or line
+            continue
+        if blank is not None:
+            raise ValueError(f"{name!r} line {blank}: expected a data row, got a blank line (only trailing ones are ignored)")
         tlist.append(_column_value(name, line, row, "tlist", t_col))
         amplist.append(_column_value(name, line, row, "amplist", a_col))
-    tlist, amplist = np.array(tlist), np.array(amplist)
+        lines.append(line)
+    if len(tlist) < 2:
+        raise ValueError(f"path: {name!r} has {len(tlist)} data rows; expected at least 2")
+    tlist, amplist = np.frombuffer(tlist, np.float64), np.frombuffer(amplist, np.float64).copy()
     steps = np.diff(tlist)
     dt = float(steps[0])
     uneven = np.flatnonzero(np.abs(steps - dt) > 1e-6 * abs(dt))
     if dt <= 0 or uneven.size:
-        where = f" (first at line {rows[2 + int(uneven[0])][0]})" if dt > 0 else ""
+        where = f" (first at line {lines[1 + int(uneven[0])]})" if dt > 0 else ""
         raise ValueError(
             f"path: {name!r} has an uneven or decreasing time grid{where}: steps range "
             f"{steps.min():.6g}..{steps.max():.6g} ns; expected a uniform positive step"
