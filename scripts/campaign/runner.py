@@ -27,7 +27,7 @@ import time
 
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.fileio import DirectoryLockedError, lock_directory
+from jaxrl_agents.common.fileio import DirectoryLockedError, lock_directory
 from jaxrl_agents.run.run_files import CHECKPOINT, RUN_CONFIG, read_run_config
 
 from .spec import Campaign, Entry

@@ -21,7 +21,7 @@ import statistics
 import subprocess
 
 import numpy as np
-from jaxrl_agents.run.fileio import atomic_write_json
+from jaxrl_agents.common.fileio import atomic_write_json
 from jaxrl_agents.run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_run_config
 
 from .spec import DEFAULT_FRONTIER_NS

@@ -20,7 +20,7 @@ import pytest
 
 from jaxrl_agents.run import cli, trainer
 from jaxrl_agents.run.run_files import read_progress
-from jaxrl_agents.run.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
+from jaxrl_agents.common.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
                                  lock_directory)
 
 from .conftest import PPO_CFG, TOY_ENV, TOY_OPTIONS
@@ -71,7 +71,7 @@ def _one_line_error(capsys, code, expected_code=2):
 # ------------------------------------------------------------------------------------------ locks
 def _hold_lock(path):
     """A second real process that holds the lock of `path` until it is killed."""
-    code = ("import sys\nfrom jaxrl_agents.run.fileio import lock_directory\n"
+    code = ("import sys\nfrom jaxrl_agents.common.fileio import lock_directory\n"
             "with lock_directory(sys.argv[1]):\n    print('locked', flush=True)\n"
             "    sys.stdin.read()\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,

@@ -8,7 +8,7 @@ import pytest
 
 from jaxrl_agents import load_policy
 from jaxrl_agents.run import run_files, trainer
-from jaxrl_agents.run.fileio import load_npz
+from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS

@@ -3,7 +3,7 @@
 An existing file is kept unless the caller asks for it to be replaced (``overwrite=True``,
 ``--force`` on the command line).
 
-The writes themselves go through ``jaxrl_agents.run.fileio.atomic_write`` (temporary file in the same
+The writes themselves go through ``jaxrl_agents.common.fileio.atomic_write`` (temporary file in the same
 directory, then ``os.replace``), so a replaced file is whole before or after, never half written.
 """
 

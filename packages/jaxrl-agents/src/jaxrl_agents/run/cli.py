@@ -31,7 +31,7 @@ import sys
 from ..common.config import ConfigHelpFormatter, add_config_flags
 from ..common.envs import DEFAULT_ENV, parse_env_options
 from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
-from .fileio import describe_os_error
+from ..common.fileio import describe_os_error
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
 __all__ = ["main", "build_parser"]

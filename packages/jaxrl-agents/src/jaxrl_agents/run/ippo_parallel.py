@@ -24,7 +24,7 @@ import time
 
 from ..ippo import IPPO, IPPO_Lagrangian
 from ..ippo.config import algorithm_config
-from .fileio import atomic_write_json, lock_directory
+from ..common.fileio import atomic_write_json, lock_directory
 from .run_files import PROGRESS_CSV, RUN_CONFIG, make_run_dirs, remove_new_run_dirs, write_progress
 
 __all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR", "safe_agent_name"]

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 from ..common.evaluation import EVAL_PREFIX, eval_summary, score_to_minimise
-from .fileio import describe_os_error, load_npz
+from ..common.fileio import describe_os_error, load_npz
 from .run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
 
 __all__ = ["plot_run", "main"]

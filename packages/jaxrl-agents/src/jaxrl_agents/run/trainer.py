@@ -66,7 +66,7 @@ from ..common.evaluation import env_fields, eval_summary, format_eval_line, scor
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
 from .algorithms import FINITE_STAT, AgentNetworks, canonical_name, compile_algorithm, is_ippo, make_config, model_for
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from .fileio import atomic_savez, atomic_write_json, lock_directory
+from ..common.fileio import atomic_savez, atomic_write_json, lock_directory
 from .init_from import load_init_params
 from .progress import ProgressReporter
 from .run_files import (

@@ -38,7 +38,7 @@ def fileio() -> ModuleType:
     ``atomic_write``, ``atomic_write_json``, ``lock_directory``, ``LOCK_FILE``,
     ``DirectoryLockedError``.
     """
-    return _module(f"{_RUN}.fileio")
+    return _module("jaxrl_agents.common.fileio")
 
 
 def config_class(algo: str):
