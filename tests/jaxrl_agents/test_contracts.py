@@ -1,4 +1,4 @@
-"""contracts.check_env: the quantgate cores and a gymnax env pass; deliberately broken envs fail
+"""env_check.check_env: the quantgate cores and a gymnax env pass; deliberately broken envs fail
 with a ContractError naming the broken part, and jaxrl-train refuses them before compiling."""
 
 import dataclasses
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxrl_agents.common.contracts import (ContractError, Evaluation, FunctionalEnv,
-                                           MultiAgentEnv, ReturnEvaluation, check_env,
-                                           evaluation_of)
+                                           MultiAgentEnv, ReturnEvaluation, evaluation_of)
+from jaxrl_agents.common.env_check import check_env
 from jaxrl_agents.run import cli
 
 from .toy_envs import Reach

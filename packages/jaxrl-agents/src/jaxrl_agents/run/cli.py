@@ -28,7 +28,7 @@ import dataclasses
 import importlib.util
 import sys
 
-from ..common.config import ConfigHelpFormatter, add_config_flags
+from .flags import ConfigHelpFormatter, add_config_flags
 from ..common.envs import DEFAULT_ENV, parse_env_options
 from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
 from ..common.fileio import describe_os_error
