@@ -205,9 +205,9 @@ def test_jaxrl_train_refuses_a_broken_env_before_compiling(tmp_path, capsys, mon
     mod.make = lambda **kw: NoFinalObs(**kw)
     monkeypatch.setitem(sys.modules, "broken_envs_for_test", mod)
     compiled = []
-    from jaxrl_agents.run import trainer
+    from jaxrl_agents.run import loop
 
-    monkeypatch.setattr(trainer, "compile_algorithm", lambda *a: compiled.append(a))
+    monkeypatch.setattr(loop, "compile_algorithm", lambda *a: compiled.append(a))
     assert cli.main(["--env", "broken_envs_for_test:make", "--out", str(tmp_path),
                      "--progress", "off"]) == 2
     err = capsys.readouterr().err

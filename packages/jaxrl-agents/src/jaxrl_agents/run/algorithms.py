@@ -33,7 +33,7 @@ IPPO_ALGORITHMS = {"ippo": ippo_config.IPPOTrainConfig,
                    "ippo_lagrangian": ippo_config.IPPOLagrangianTrainConfig}
 ALGORITHMS = {"ppo": (ppo, ppo.PPOConfig), "trpo": (trpo, trpo.TRPOConfig),
               **{k: (None, v) for k, v in IPPO_ALGORITHMS.items()}}
-ALIASES = {"ippo_lag": "ippo_lagrangian"}  # the name seed 004's CLI used
+ALIASES = {"ippo_lag": "ippo_lagrangian"}  # an older name, still accepted
 
 
 def canonical_name(name):

@@ -28,10 +28,10 @@ import dataclasses
 import importlib.util
 import sys
 
-from .flags import ConfigHelpFormatter, add_config_flags
 from ..common.envs import DEFAULT_ENV, parse_env_options
-from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
 from ..common.fileio import describe_os_error
+from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
+from .flags import ConfigHelpFormatter, add_config_flags
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
 __all__ = ["main", "build_parser"]
