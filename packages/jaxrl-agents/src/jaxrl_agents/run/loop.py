@@ -139,17 +139,30 @@ class Run:
         return NonFiniteError(msg, update, update * rs, bad, self.checkpoint_update,
                               list(self.run_dirs))
 
-    def loop(self, state, start_update: int, wall_offset: float, stop_after: int | None):
-        """Run updates ``start_update+1 ..`` to the end, or `stop_after` of them; the `TrainResult`."""
+    def advance(self, state, start_update: int, wall_offset: float, n: int | None):
+        """Train updates ``start_update + 1`` ... to the end of the run, or `n` of them.
+
+        Args:
+            state: the train state after `start_update` updates (host or device arrays; the
+                device copy is donated to the update).
+            start_update: updates done so far.
+            wall_offset: seconds of training so far (the ``wall`` column continues from it).
+            n: updates to train; None: to the end of the run.
+
+        Returns:
+            (state on the device, updates done, wall seconds). Updates past the last checkpoint
+            are not written (a resume recomputes them), except the run's last, which writes
+            everything.
+        """
         cfg = self.cfg
         n_updates = cfg.n_updates
+        end = n_updates if n is None else min(n_updates, start_update + n)
         reporter = ProgressReporter(n_updates * cfg.rollout_size, start_update * cfg.rollout_size,
                                     self.progress_mode, score_name=self.evaluation.score)
         state = jax.tree_util.tree_map(jnp.asarray, state)
         t0 = time.perf_counter()
-        finished = True
         try:
-            for i in range(start_update, n_updates):
+            for i in range(start_update, end):
                 state, stats = self.compiled.update(state, self.train_params)
                 last = i == n_updates - 1
                 evaluating = (i + 1) % self.eval_every_updates == 0 or last
@@ -179,12 +192,9 @@ class Run:
                     for rec in self.records:
                         rec.flush()
                 reporter.update(step, jt)
-                if stop_after is not None and i + 1 - start_update >= stop_after and not last:
-                    finished = False  # simulated interruption: no final writes
-                    break
         finally:
             reporter.close()
-        return self.result(jax.device_get(state), finished)
+        return state, end, wall_offset + time.perf_counter() - t0
 
     def result(self, state, finished: bool) -> TrainResult:
         """The `TrainResult` of this run with final `state` (host arrays)."""

@@ -1,4 +1,4 @@
-"""Resume: continue an interrupted run (and its seed group) from its last checkpoint.
+"""Resume: reopen an interrupted run (and its seed group) at its last checkpoint.
 
 The checkpoint holds the full train state of every seed (parameters, optimiser state, environment
 states, observations, PRNG keys, update counter) plus the best-so-far bookkeeping. On resume, rows
@@ -14,19 +14,16 @@ import contextlib
 import os
 from typing import Any
 
-import jax
-
 from ..common.envs import check_env, load_env
 from ..common.fileio import lock_directory
 from .algorithms import make_config
 from .checkpoint import load_checkpoint, read_checkpoint
-from .checks import check_pos_int, check_progress, check_stop_after
+from .checks import check_pos_int, check_progress
 from .loop import Run
-from .results import TrainResult
 from .run_config import find_group, never_checkpointed, record_extension
 from .run_files import CHECKPOINT, RUN_CONFIG, check_history, read_run_config
 
-__all__ = ["resume"]
+__all__ = ["open_checkpoint"]
 
 
 def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int) -> dict:
@@ -44,31 +41,16 @@ def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int)
     return meta
 
 
-def resume(run_dir: str, env: Any = None, progress: str | None = None,
-           stop_after: int | None = None, total_steps: int | None = None) -> TrainResult:
-    """Continue an interrupted run (and its seed group) from its last checkpoint.
+def open_checkpoint(run_dir: str, env: Any, progress: str | None, total_steps: int | None,
+                    locks: contextlib.ExitStack) -> tuple[Run, Any, dict]:
+    """Check a run directory and its group, lock them into `locks`, and rebuild the run.
 
-    Every file the resume reads is checked first, before anything is compiled: config.json, the
-    checkpoint, and that progress.csv and evals.npz hold every update and evaluation up to the
-    checkpoint. The group's directories are locked for the whole resume.
+    Arguments as `trainer.resume`. Every file is checked before anything is compiled. Call under
+    ``jax.enable_x64(True)``.
 
-    Args:
-        run_dir: any run directory of the group (it may have been renamed or moved, with the
-            other members of its group beside it).
-        env: the environment object, only needed if the run was started with an object rather
-            than a "module:factory" name.
-        progress: as in `train`.
-        stop_after: as in `train`.
-        total_steps: a new step budget, to extend a run (also a finished one). The learning-rate
-            decay then follows the new budget from the checkpoint on, so an extended run is not
-            the same as one started with that budget; each config.json records the extension.
-            None keeps the run's budget (and resume reproduces the uninterrupted run exactly).
-
-    Raises:
-        ValueError: not a run directory, a file that is corrupt or misses history (named in the
-            message), a group member missing, or the directory in use by another process
-            (`fileio.DirectoryLockedError`).
-        NonFiniteError, OSError: as in `train`.
+    Returns:
+        (the `Run` with its records restored up to the checkpoint, the checkpoint's train state
+        (host arrays), the checkpoint's progress record: update, step, wall, best, ...).
     """
     if not isinstance(run_dir, (str, os.PathLike)) or isinstance(run_dir, bytes):
         raise ValueError(f"resume: expected a run directory path, got {run_dir!r}")
@@ -89,17 +71,14 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
                                     or total_steps <= 0):
         raise ValueError(f"total_steps: expected a positive integer, got {total_steps!r}")
     progress = check_progress(progress)
-    stop_after = check_stop_after(stop_after)
     rc = read_run_config(path)
     run_dirs, configs = find_group(run_dir, rc)
-    with contextlib.ExitStack() as locks:
-        for d in run_dirs:
-            locks.enter_context(lock_directory(d))
-        return _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_after,
-                              total_steps)
+    for d in run_dirs:
+        locks.enter_context(lock_directory(d))
+    return _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps)
 
 
-def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_after, total_steps):
+def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     path = os.path.join(run_dir, RUN_CONFIG)
     old_total = rc["algo_config"].get("total_steps")
     extend = total_steps is not None and total_steps != old_total
@@ -120,24 +99,20 @@ def _resume_locked(run_dir, rc, run_dirs, configs, ckpt, env, progress, stop_aft
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")
     history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
-    with jax.enable_x64(True):
-        if env is None:
-            if rc["env"] is None:
-                raise ValueError("env: this run was started with an environment object; pass the "
-                                 "same object as resume(run_dir, env=...)")
-            env = load_env(rc["env"], rc["env_options"])
-        else:
-            check_env(env)
-        run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]),
-                   run_dirs, rc["eval_every"], rc["checkpoint_every"], progress,
-                   rc.get("report_every"))
-        state, meta = load_checkpoint(ckpt, run.template())
-        run.checkpoint_update = meta["update"]
-        if extend:
-            record_extension(run_dirs, configs, old_total, cfg.total_steps, meta["step"])
-        for rec, (rows, evals), best, best_step in zip(run.records, history, meta["best"],
-                                                        meta["best_step"]):
-            rec.restore(rows, evals, best, best_step)
-        if meta["update"] >= cfg.n_updates:
-            return run.result(state, True)
-        return run.loop(state, meta["update"], meta["wall"], stop_after)
+    if env is None:
+        if rc["env"] is None:
+            raise ValueError("env: this run was started with an environment object; pass the "
+                             "same object as resume(run_dir, env=...)")
+        env = load_env(rc["env"], rc["env_options"])
+    else:
+        check_env(env)
+    run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]), run_dirs,
+              rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"))
+    state, meta = load_checkpoint(ckpt, run.template())
+    run.checkpoint_update = meta["update"]
+    if extend:
+        record_extension(run_dirs, configs, old_total, cfg.total_steps, meta["step"])
+    for rec, (rows, evals), best, best_step in zip(run.records, history, meta["best"],
+                                                    meta["best_step"]):
+        rec.restore(rows, evals, best, best_step)
+    return run, state, meta

@@ -36,36 +36,22 @@ policies), loop.py (the loop), resume.py (`resume`), results.py (`TrainResult`, 
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 from typing import Any
 
 import jax
 
 from ..common.config import AlgoConfig
-from ..common.envs import DEFAULT_ENV, check_env, load_env
-from ..common.fileio import lock_directory
-from .algorithms import AgentNetworks, canonical_name, is_ippo, make_config, model_for
-from .checks import (
-    check_argv,
-    check_env_options,
-    check_pos_int,
-    check_progress,
-    check_seeds,
-    check_stop_after,
-    check_tag,
-)
-from .init_from import load_init_params
-from .loop import Run
+from ..common.envs import DEFAULT_ENV, load_env
+from .checks import check_stop_after
 from .records import decade_crossed, report_every_updates
 from .results import NonFiniteError, TrainResult
-from .resume import resume
-from .run_config import run_record, write_run_configs
-from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, check_out, make_run_dirs, remove_new_run_dirs
+from .run_config import run_record
+from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
+from .session import Session, plan_new_run
 
-__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "RUN_CONFIG", "PROGRESS_CSV",
-           "EVALS_NPZ", "CHECKPOINT", "decade_crossed", "report_every_updates"]
+__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "Session", "RUN_CONFIG",
+           "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "decade_crossed", "report_every_updates"]
 
 
 def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
@@ -77,7 +63,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           preset: str | None = None, init_from: str | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
-    Every argument is checked before a run directory is created or anything is compiled. The run
+    One `advance()` of a `session.Session` (IPPO on a PettingZoo ParallelEnv stepped from Python,
+    which cannot be checkpointed, runs as one call of `ippo_parallel.train_parallel`). Every
+    argument is checked before a run directory is created or anything is compiled. The run
     directories are locked while the run uses them (`fileio.lock_directory`).
 
     Args:
@@ -115,94 +103,56 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         OSError: a file could not be written (full or read-only disk); every file written so
             far is intact (atomic writes).
     """
-    algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
-    cfg = make_config(algo, config)
-    if network is not None or network_options is not None:  # validated as config fields
-        if not any(f.name == "network" for f in dataclasses.fields(cfg)):
-            raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
-                             f"per-agent networks from hidden/activation, got network={network!r}")
-        cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
-                                  network_options=cfg.network_options if network_options is None
-                                  else network_options)
-    seeds = check_seeds(seeds)
-    eval_every = check_pos_int("eval_every", eval_every)
-    checkpoint_every = check_pos_int("checkpoint_every", checkpoint_every)
-    if report_every is not None:
-        report_every = check_pos_int("report_every", report_every)
-    if preset is not None and not isinstance(preset, str):
-        raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
-    tag = check_tag(tag)
-    out = check_out(out)
-    env_options = check_env_options(env_options)
-    progress = check_progress(progress)
-    argv = check_argv(argv)
     stop_after = check_stop_after(stop_after)
     with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
-        if is_ippo(algo):
-            env_spec, env_obj = _ippo_env(env, env_options, cfg)
-            if env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
-                return _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every,
-                                       checkpoint_every, tag, out, progress, argv)
-            model = AgentNetworks.of(env_obj, cfg)
-        elif isinstance(env, str):
-            env_spec, env_obj = env, load_env(env, env_options)
-        else:
-            check_env(env)
-            env_spec, env_obj = None, env
-        if not is_ippo(algo):
-            model = model_for(env_obj, cfg)
-        init_params, init_record = None, None
-        if init_from is not None:
-            if is_ippo(algo):
-                raise ValueError(f"init_from: fine-tuning starts are for ppo and trpo, got algo "
-                                 f"{algo!r}")
-            init_params, init_record = load_init_params(init_from, model)
-        run_dirs = make_run_dirs(out, algo, seeds, tag)
-        with contextlib.ExitStack() as locks:
-            try:
-                for d in run_dirs:
-                    locks.enter_context(lock_directory(d))
-                write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model,
-                                   seeds, eval_every, checkpoint_every, tag, out, argv,
-                                   report_every, preset, init_record)
-                run = Run(algo, cfg, env_obj, env_spec, env_options, seeds, run_dirs,
-                           eval_every, checkpoint_every, progress, report_every)
-                state = (run.compiled.init(run.seed_keys, run.train_params) if init_params is None
-                         else run.compiled.init(run.seed_keys, run.train_params, init_params))
-            except BaseException:
-                # The run never started: leave no directory holding only its config.json.
-                locks.close()
-                remove_new_run_dirs(run_dirs)
-                raise
-            return run.loop(state, 0, 0.0, stop_after)
+        plan = plan_new_run(algo, env, env_options, config, seeds, eval_every, out, tag,
+                            checkpoint_every, progress, argv, network, network_options,
+                            report_every, preset, init_from)
+        if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
+            return _train_parallel(plan)
+    with Session.start(plan) as session:
+        return session.advance(stop_after)
 
 
-def _ippo_env(env, env_options, cfg):
-    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
+def resume(run_dir: str, env: Any = None, progress: str | None = None,
+           stop_after: int | None = None, total_steps: int | None = None) -> TrainResult:
+    """Continue an interrupted run (and its seed group) from its last checkpoint.
 
-    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python.
+    One `advance()` of `session.Session.resume`. Every file the resume reads is checked first,
+    before anything is compiled: config.json, the checkpoint, and that progress.csv and evals.npz
+    hold every update and evaluation up to the checkpoint. The group's directories are locked for
+    the whole resume.
 
-    A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
-    ``n_envs > 1``, as `IPPO.train` does.
+    Args:
+        run_dir: any run directory of the group (it may have been renamed or moved, with the
+            other members of its group beside it).
+        env: the environment object, only needed if the run was started with an object rather
+            than a "module:factory" name.
+        progress: as in `train`.
+        stop_after: as in `train`.
+        total_steps: a new step budget, to extend a run (also a finished one). The learning-rate
+            decay then follows the new budget from the checkpoint on, so an extended run is not
+            the same as one started with that budget; each config.json records the extension.
+            None keeps the run's budget (and resume reproduces the uninterrupted run exactly).
+
+    Raises:
+        ValueError: not a run directory, a file that is corrupt or misses history (named in the
+            message), a group member missing, or the directory in use by another process
+            (`fileio.DirectoryLockedError`).
+        NonFiniteError, OSError: as in `train`.
     """
-    from ..ippo.train import is_functional_marl_env
-
-    spec = env if isinstance(env, str) else None
-    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
-    if is_functional_marl_env(core):
-        obj = core
-    if is_functional_marl_env(obj):
-        check_env(obj)
-        return spec, obj
-    return spec, None
+    stop_after = check_stop_after(stop_after)
+    with Session.resume(run_dir, env, progress, total_steps) as session:
+        return session.advance(stop_after)
 
 
-def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, checkpoint_every,
-                    tag, out, progress, argv) -> TrainResult:
+def _train_parallel(plan) -> TrainResult:
+    """IPPO on a PettingZoo ParallelEnv stepped from Python, in one call (no checkpoints)."""
     from ..ippo.rollout import check_parallel_env
     from .ippo_parallel import train_parallel
 
+    algo, env, env_spec, env_options, cfg, seeds = (plan.algo, plan.env, plan.env_spec,
+                                                    plan.env_options, plan.cfg, plan.seeds)
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
     check_parallel_env(obj)
     if len(seeds) != 1:
@@ -214,15 +164,15 @@ def _train_parallel(algo, env, env_spec, env_options, cfg, seeds, eval_every, ch
                          f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
                          f"functional multi-agent core (or an env exposing it as env.core) to "
                          f"run many environments compiled")
-    rc = {**run_record(algo, env_spec, env_options, obj, cfg, seeds, tag, out, argv),
+    rc = {**run_record(algo, env_spec, env_options, obj, cfg, seeds, plan.tag, plan.out,
+                     plan.argv),
           "timesteps": cfg.total_steps}
     # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
     # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
     # rollout's float64 numpy rewards would promote GAE to float64 and move every number.
     with jax.enable_x64(False):
-        run_dir, result = train_parallel(algo, obj, cfg, seeds[0], out, tag, progress, rc)
-    from .run_files import read_progress
-
+        run_dir, result = train_parallel(algo, obj, cfg, seeds[0], plan.out, plan.tag, plan.progress,
+                                         rc)
     return TrainResult([run_dir], result.params,
                        [read_progress(os.path.join(run_dir, PROGRESS_CSV))], True)
 
