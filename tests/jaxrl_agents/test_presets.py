@@ -18,7 +18,7 @@ from .conftest import TOY_ENV
 def test_paper_preset_is_the_config_defaults_on_the_papers_budget(algo):
     # The paper's hyper-parameters are each config class's defaults; the preset adds nothing.
     p = presets.get_preset(algo, "paper")
-    _, cls = get_algorithm(algo)
+    cls = get_algorithm(algo).config
     assert make_config(algo, {**p.config, "total_steps": p.total_steps}) == cls(
         total_steps=20_000_000)
 

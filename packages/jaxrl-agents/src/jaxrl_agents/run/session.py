@@ -25,9 +25,9 @@ from typing import Any
 import jax
 
 from ..common.config import AlgoConfig
-from ..common.envs import DEFAULT_ENV, check_env, load_env
+from ..common.envs import DEFAULT_ENV
 from ..common.fileio import lock_directory
-from .algorithms import AgentNetworks, canonical_name, is_ippo, make_config, model_for
+from .algorithms import ALGORITHMS, canonical_name, get_algorithm, make_config
 from .checks import check_argv, check_env_options, check_pos_int, check_progress, check_seeds, check_tag
 from .init_from import load_init_params
 from .loop import Run
@@ -100,45 +100,18 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
     plan.env_options = check_env_options(env_options)
     plan.progress = check_progress(progress)
     plan.argv = check_argv(argv)
-    if is_ippo(algo):
-        plan.env_spec, plan.env_obj = _ippo_env(env, plan.env_options, cfg)
-        if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints
-            return plan
-        plan.model = AgentNetworks.of(plan.env_obj, cfg)
-    elif isinstance(env, str):
-        plan.env_spec, plan.env_obj = env, load_env(env, plan.env_options)
-    else:
-        check_env(env)
-        plan.env_obj = env
-    if not is_ippo(algo):
-        plan.model = model_for(plan.env_obj, cfg)
+    entry = get_algorithm(algo)
+    plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
+    if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints
+        return plan
+    plan.model = entry.networks(plan.env_obj, cfg)
     if init_from is not None:
-        if is_ippo(algo):
-            raise ValueError(f"init_from: fine-tuning starts are for ppo and trpo, got algo "
-                             f"{algo!r}")
+        if not entry.fine_tunes:
+            raise ValueError(f"init_from: fine-tuning starts are for "
+                             f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
+                             f"got algo {algo!r}")
         plan.init_params, plan.init_record = load_init_params(init_from, plan.model)
     return plan
-
-
-def _ippo_env(env, env_options, cfg):
-    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
-
-    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python.
-
-    A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
-    ``n_envs > 1``, as `IPPO.train` does.
-    """
-    from ..ippo.train import is_functional_marl_env
-
-    spec = env if isinstance(env, str) else None
-    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
-    if is_functional_marl_env(core):
-        obj = core
-    if is_functional_marl_env(obj):
-        check_env(obj)
-        return spec, obj
-    return spec, None
 
 
 class Session:

@@ -23,7 +23,7 @@ __all__ = ["Session", "NonFiniteError", "run_files", "fileio", "write_run_config
 
 def config_class(algo: str):
     """The config dataclass of `algo` (ValueError listing the choices for an unknown one)."""
-    return get_algorithm(algo)[1]
+    return get_algorithm(algo).config
 
 
 def algorithm_names() -> list[str]:
