@@ -109,7 +109,7 @@ def _phases(algo: str, env, cfg, compiled, state, env_params):
     from jaxrl_agents.run.algorithms import get_algorithm
     from jaxrl_agents.trpo.losses import kl_hessian_vector_product, mean_kl, surrogate
 
-    module, _ = get_algorithm(algo)
+    module = get_algorithm(algo).module
     model = compiled.model
     rollout_phase, learn_phase = module.make_phases(model, env, cfg)
     one = jax.tree_util.tree_map(lambda x: x[0], state)  # seed 0 of the S = 1 group

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         campaign = load_campaign(args.campaign)
         if args.command == "summarize":
-            from .runner import find_run_dir
+            from .rundirs import find_run_dir
             from .summary import write_summary
 
             for entry, seed in campaign.schedule():

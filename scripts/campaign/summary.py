@@ -21,9 +21,10 @@ import statistics
 import subprocess
 
 import numpy as np
-from jaxrl_agents.run.fileio import atomic_write_json
+from jaxrl_agents.common.fileio import atomic_write_json
 from jaxrl_agents.run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_run_config
 
+from .rundirs import run_status
 from .spec import DEFAULT_FRONTIER_NS
 
 __all__ = ["PAPER_GATE_NS", "THRESHOLDS", "summary_paths", "write_summary",
@@ -200,8 +201,6 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
         robustness: map the best policy over the recool grid.
         gate_times: the frontier's gate times, ns.
     """
-    from .runner import run_status
-
     rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
     rows = _read_progress(run_dir)
     score = f"eval_{rc.get('evaluation', {}).get('score', 'JT_min')}"
@@ -257,8 +256,6 @@ def write_summary(campaign, entry, seed: int, run_dir: str, version: str | None 
 
     paths = summary_paths(campaign, entry, seed)
     os.makedirs(paths["folder"], exist_ok=True)
-    from .runner import run_status
-
     finished = run_status(run_dir)[0] == "finished"
     summary, gates = summarize_run(run_dir, refine=finished, robustness=entry.robustness and finished,
                                    gate_times=campaign.frontier_ns)

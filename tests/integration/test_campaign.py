@@ -20,7 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
 
 from scripts.campaign.page import write_page  # noqa: E402
-from scripts.campaign.runner import find_run_dir, run_campaign, run_status  # noqa: E402
+from scripts.campaign.rundirs import find_run_dir, run_status
+from scripts.campaign.runner import run_campaign  # noqa: E402
 from scripts.campaign.spec import load_campaign  # noqa: E402
 
 # 6 ns episodes (40 steps) on a tiny network: minutes of compiling at most, seconds of training.
@@ -218,7 +219,7 @@ def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
     assert "deadline reached" in done.stdout
     run_dir = find_run_dir(str(tmp_path / "runs" / "base" / "s1"))
     if run_dir is not None:  # None: stopped while compiling, and the trainer left nothing
-        from jaxrl_agents.run.fileio import lock_directory
+        from jaxrl_agents.common.fileio import lock_directory
 
         with lock_directory(run_dir):  # no process is left holding the run
             pass

@@ -1,4 +1,4 @@
-"""contracts.check_env: the quantgate cores and a gymnax env pass; deliberately broken envs fail
+"""env_check.check_env: the quantgate cores and a gymnax env pass; deliberately broken envs fail
 with a ContractError naming the broken part, and jaxrl-train refuses them before compiling."""
 
 import dataclasses
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxrl_agents.common.contracts import (ContractError, Evaluation, FunctionalEnv,
-                                           MultiAgentEnv, ReturnEvaluation, check_env,
-                                           evaluation_of)
+                                           MultiAgentEnv, ReturnEvaluation, evaluation_of)
+from jaxrl_agents.common.env_check import check_env
 from jaxrl_agents.run import cli
 
 from .toy_envs import Reach
@@ -205,9 +205,9 @@ def test_jaxrl_train_refuses_a_broken_env_before_compiling(tmp_path, capsys, mon
     mod.make = lambda **kw: NoFinalObs(**kw)
     monkeypatch.setitem(sys.modules, "broken_envs_for_test", mod)
     compiled = []
-    from jaxrl_agents.run import trainer
+    from jaxrl_agents.run import loop
 
-    monkeypatch.setattr(trainer, "compile_algorithm", lambda *a: compiled.append(a))
+    monkeypatch.setattr(loop, "compile_algorithm", lambda *a: compiled.append(a))
     assert cli.main(["--env", "broken_envs_for_test:make", "--out", str(tmp_path),
                      "--progress", "off"]) == 2
     err = capsys.readouterr().err

@@ -18,9 +18,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_agents.run import cli, trainer
+from jaxrl_agents.run import cli, loop, trainer
 from jaxrl_agents.run.run_files import read_progress
-from jaxrl_agents.run.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
+from jaxrl_agents.common.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
                                  lock_directory)
 
 from .conftest import PPO_CFG, TOY_ENV, TOY_OPTIONS
@@ -71,7 +71,7 @@ def _one_line_error(capsys, code, expected_code=2):
 # ------------------------------------------------------------------------------------------ locks
 def _hold_lock(path):
     """A second real process that holds the lock of `path` until it is killed."""
-    code = ("import sys\nfrom jaxrl_agents.run.fileio import lock_directory\n"
+    code = ("import sys\nfrom jaxrl_agents.common.fileio import lock_directory\n"
             "with lock_directory(sys.argv[1]):\n    print('locked', flush=True)\n"
             "    sys.stdin.read()\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,
@@ -91,7 +91,7 @@ def test_a_second_process_cannot_resume_a_run_in_use(finished, tmp_path, monkeyp
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and f"{dirs[1]}: in use by process {holder.pid}" in lines[0]
 
-        monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+        monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
         with pytest.raises(DirectoryLockedError, match="in use by process"):
             trainer.resume(str(dirs[0]), progress="off")
     finally:
@@ -105,7 +105,7 @@ def test_a_second_process_cannot_resume_a_run_in_use(finished, tmp_path, monkeyp
 def test_train_and_resume_hold_the_lock_for_the_whole_run(tmp_path, monkeypatch):
     seen = []
 
-    class Probe(trainer.ProgressReporter):
+    class Probe(loop.ProgressReporter):
         def update(self, step, eval_jt=None):
             for d in sorted((tmp_path / "out").iterdir()):
                 with pytest.raises(DirectoryLockedError, match=str(d)):
@@ -114,7 +114,7 @@ def test_train_and_resume_hold_the_lock_for_the_whole_run(tmp_path, monkeypatch)
                 seen.append(step)
             super().update(step, eval_jt)
 
-    monkeypatch.setattr(trainer, "ProgressReporter", Probe)
+    monkeypatch.setattr(loop, "ProgressReporter", Probe)
     part = _run(tmp_path / "out", stop_after=5)
     assert len(seen) == 2 * 5
     trainer.resume(part.run_dirs[0], progress="off")  # from the checkpoint of update 4
@@ -270,7 +270,7 @@ def test_resume_refuses_damaged_run_files_before_compiling(finished, tmp_path, m
     compiling."""
     dirs = _copy_group(finished, tmp_path / "g")
     damage(dirs[member])
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match=match):
         trainer.resume(str(dirs[0]), progress="off")
     line = _one_line_error(capsys, cli.main(["--resume", str(dirs[0]), "--progress", "off"]))
@@ -295,7 +295,7 @@ def test_a_renamed_run_group_resumes(tmp_path):
 def test_resume_refuses_a_group_member_that_is_gone(finished, tmp_path, monkeypatch):
     dirs = _copy_group(finished, tmp_path / "g")
     shutil.rmtree(dirs[1])
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match="seed 2 of this run's group .* is not next to"):
         trainer.resume(str(dirs[0]))
 
@@ -330,7 +330,7 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypa
 
 
 def test_cli_out_that_is_a_file_or_unwritable_gives_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
     line = _one_line_error(capsys, cli.main(["--env", TOY_ENV, "--out", str(a_file)]))
@@ -351,7 +351,7 @@ def test_cli_full_disk_during_training_gives_one_line(tmp_path, monkeypatch, cap
     def full_disk(path, *a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    monkeypatch.setattr(trainer, "save_checkpoint", full_disk)
+    monkeypatch.setattr(loop, "save_checkpoint", full_disk)
     code = cli.main(["--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 30),
                      "--eval-every", str(3 * 512), "--checkpoint-every", "4", "--n-envs", "16",
                      "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4", "--hidden",
@@ -376,7 +376,7 @@ def test_cli_full_disk_during_training_gives_one_line(tmp_path, monkeypatch, cap
     (dict(config=dict(PPO_CFG, n_envs="16")), r"n_envs: expected an integer, got '16' \(str\)"),
 ])
 def test_train_arguments_are_checked_before_anything_is_created(tmp_path, monkeypatch, kw, match):
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match=match):
         trainer.train(**{"algo": "ppo", "env": TOY_ENV, "config": PPO_CFG,
                          "out": str(tmp_path / "out"), **kw})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents.run import cli, plot
-from jaxrl_agents.run.fileio import load_npz
+from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 
 gymnax = pytest.importorskip("gymnax")

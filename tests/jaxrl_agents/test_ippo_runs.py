@@ -14,7 +14,7 @@ import pytest
 from jaxrl_agents import IPPO_Lagrangian, Policy
 from jaxrl_agents.ippo import MARLPolicy
 from jaxrl_agents.run import cli, trainer
-from jaxrl_agents.run.fileio import DirectoryLockedError, load_npz, lock_directory
+from jaxrl_agents.common.fileio import DirectoryLockedError, load_npz, lock_directory
 from jaxrl_agents.run.run_files import read_progress
 
 from .marl_toy_envs import RiskyCore

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from jaxrl_agents.run import plot  # noqa: E402
-from jaxrl_agents.run.fileio import atomic_savez  # noqa: E402
+from jaxrl_agents.common.fileio import atomic_savez  # noqa: E402
 
 FIGURES = ("learning_curve.png", "best_episode.png")  # what jaxrl-plot writes
 PRECIOUS = b"the user's own figure\n"

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from jaxrl_agents.run import cli, presets, trainer
+from jaxrl_agents.run import cli, presets, records, trainer
 from jaxrl_agents.run.algorithms import get_algorithm, make_config
 from jaxrl_agents.run.run_files import read_progress
 
@@ -18,7 +18,7 @@ from .conftest import TOY_ENV
 def test_paper_preset_is_the_config_defaults_on_the_papers_budget(algo):
     # The paper's hyper-parameters are each config class's defaults; the preset adds nothing.
     p = presets.get_preset(algo, "paper")
-    _, cls = get_algorithm(algo)
+    cls = get_algorithm(algo).config
     assert make_config(algo, {**p.config, "total_steps": p.total_steps}) == cls(
         total_steps=20_000_000)
 
@@ -58,7 +58,7 @@ def test_decade_crossed(old, new, crossed):
 def test_report_cadence_is_a_multiple_of_the_evaluation_cadence():
     cfg = make_config("ppo", {"n_envs": 4, "n_steps": 8, "n_minibatches": 4,
                               "total_steps": 32 * 100})
-    assert trainer.report_every_updates(cfg, 1, None) == 100 // trainer.REPORT_LINES
+    assert trainer.report_every_updates(cfg, 1, None) == 100 // records.REPORT_LINES
     assert trainer.report_every_updates(cfg, 3, None) == 6  # 4 rounded up to whole evaluations
     assert trainer.report_every_updates(cfg, 1, 32 * 10) == 10
     assert trainer.report_every_updates(cfg, 1, 1) == 1  # at least every evaluation

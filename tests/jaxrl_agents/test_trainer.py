@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import load_policy
-from jaxrl_agents.run import run_files, trainer
-from jaxrl_agents.run.fileio import load_npz
+from jaxrl_agents.run import loop, run_files, trainer
+from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
@@ -99,7 +99,7 @@ def test_existing_run_directory_is_never_overwritten(tmp_path, monkeypatch):
     os.makedirs(tmp_path / "ppo_20250101-000000_s1_x")
     marker = tmp_path / "ppo_20250101-000000_s1_x" / "keep.txt"
     marker.write_text("precious")
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match="already exists"):
         _run(tmp_path, seeds=(1,), tag="x")
     assert marker.read_text() == "precious"
@@ -123,7 +123,7 @@ def _no_compile(*a, **k):
     (dict(tag="a/b"), "tag"),
 ])
 def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, kw, match):
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match=match):
         _run(tmp_path / "out", **kw)
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")

@@ -108,7 +108,7 @@ def test_trainer_evaluates_each_update_on_its_own_parameters(tmp_path):
     # update u is eval_summary of the evaluation of the parameters checkpointed after update u.
     from jaxrl_agents.common.contracts import evaluation_of
     from jaxrl_agents.common.evaluation import eval_summary
-    from jaxrl_agents.run import trainer
+    from jaxrl_agents.run import loop, records, trainer
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
     from jaxrl_agents.run.checkpoint import load_checkpoint
     from jaxrl_agents.run.run_files import read_progress
@@ -127,13 +127,13 @@ def test_trainer_evaluates_each_update_on_its_own_parameters(tmp_path):
         state, meta = load_checkpoint(f"{res.run_dirs[0]}/checkpoint.npz", template)
         assert meta["update"] == 3
         episodes = jax.device_get(compiled.evaluate(state.params["actor"], env.eval_params,
-                                                    jax.random.PRNGKey(trainer.EVAL_KEY_SEED)))
+                                                    jax.random.PRNGKey(loop.EVAL_KEY_SEED)))
     for s, d in enumerate(res.run_dirs):
         rows = read_progress(f"{d}/progress.csv")
         assert all("eval_return" in r for r in rows)
         want = eval_summary({k: v[s] for k, v in episodes.items()}, evaluation_of(env))
-        assert rows[-1]["eval_return"] == trainer._fmt(want["eval_return"])
-        assert rows[-1]["eval_len"] == trainer._fmt(want["eval_len"])
+        assert rows[-1]["eval_return"] == records.fmt(want["eval_return"])
+        assert rows[-1]["eval_len"] == records.fmt(want["eval_len"])
 
 
 def test_param_shapes_is_cached_per_definition_and_returns_a_copy():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import ActorCritic, Policy, load_policy
-from jaxrl_agents.run import cli, trainer
+from jaxrl_agents.run import cli, loop, trainer
 
 from .conftest import PPO_CFG, TOY_ENV, TRPO_CFG
 from .user_networks import SPEC, residual_layernorm
@@ -132,7 +132,7 @@ def _no_compile(*a, **k):
     (lambda obs_dim, n: None, {}, "cannot be imported back by name"),
 ])
 def test_bad_networks_fail_before_compiling(tmp_path, monkeypatch, network, options, match):
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     with pytest.raises(ValueError, match=match):
         _train(tmp_path / "out", network=network, network_options=options)
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")

@@ -59,7 +59,7 @@ def test_evaluate_checks_every_pulse_file_of_several_episodes(tmp_path, capsys):
 def test_evaluate_out_into_a_run_in_use_is_refused_even_with_force(tmp_path, capsys, monkeypatch):
     """A training run holds its directory's lock; evaluate --out DIR --force must not write beside
     it, and must say so before it loads or evaluates anything."""
-    from jaxrl_agents.run.fileio import lock_directory
+    from jaxrl_agents.common.fileio import lock_directory
 
     (tmp_path / "evals.npz").write_bytes(PRECIOUS)
     loaded = []

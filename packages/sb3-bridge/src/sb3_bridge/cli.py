@@ -81,7 +81,7 @@ def _fmt(value) -> str:
 def _evaluate(args) -> int:
     if not args.out:
         return _run_evaluation(args)
-    from jaxrl_agents.run.fileio import lock_directory
+    from jaxrl_agents.common.fileio import lock_directory
 
     # Before anything runs: a refused command costs nothing and leaves DIR as it was.
     refuse_existing([os.path.join(args.out, name) for name in evaluation.output_files(args.episodes)],
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         return {"inspect": _inspect, "evaluate": _evaluate, "export": _export}[args.command](args)
     except OSError as exc:
         # FileExistsError from the overwrite policy, and a full or read-only disk: "<file>: <reason>".
-        from jaxrl_agents.run.fileio import describe_os_error
+        from jaxrl_agents.common.fileio import describe_os_error
 
         print(f"sb3-bridge {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2

@@ -193,7 +193,7 @@ def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) 
     The whole text is built before the file is touched. Raises ``FileExistsError`` if ``path``
     exists and ``overwrite`` is False.
     """
-    from jaxrl_agents.run.fileio import atomic_write
+    from jaxrl_agents.common.fileio import atomic_write
     refuse_existing([path], overwrite=overwrite)
     text = json.dumps(summary, indent=2, default=float) + "\n"
     atomic_write(os.fspath(path), text.encode())
@@ -245,7 +245,7 @@ def write_evals(path, episodes: list[Mapping[str, np.ndarray]], step: int = 0, *
     Written atomically. Raises ``FileExistsError`` if ``path`` exists and ``overwrite`` is False
     (a training run's own ``evals.npz`` is never replaced by accident).
     """
-    from jaxrl_agents.run.fileio import atomic_savez
+    from jaxrl_agents.common.fileio import atomic_savez
     refuse_existing([path], overwrite=overwrite)
     keys = [k for k in episodes[0] if all(k in ep for ep in episodes)]
     length = max(len(ep["alive"]) for ep in episodes)
@@ -310,5 +310,5 @@ def write_pulse_csv(path, amps: np.ndarray, dt: float, *, overwrite: bool = Fals
     amps = np.asarray(amps, np.float64).reshape(-1)
     lines = [",amplist,tlist", "0,0.0,0.0"]
     lines += [f"{k},{float(a)!r},{float(k * dt)!r}" for k, a in enumerate(amps, start=1)]
-    from jaxrl_agents.run.fileio import atomic_write
+    from jaxrl_agents.common.fileio import atomic_write
     atomic_write(os.fspath(path), ("\n".join(lines) + "\n").encode())

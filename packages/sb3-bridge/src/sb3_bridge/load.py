@@ -63,8 +63,8 @@ def load(path, *, activation: str | None = None):
     # jaxrl-agents (and with it jax) is imported here, not at package import, so `inspect` and the
     # CLI's help stay fast and usable where only numpy is installed.
     from jaxrl_agents import ActorCritic, Policy
+    from jaxrl_agents.common.fileio import unflatten_dict
     from jaxrl_agents.common.networks import ACTIVATIONS
-    from jaxrl_agents.run.fileio import unflatten_dict
 
     override = resolve_activation(activation)
     summary, state, version = read_checkpoint(path)

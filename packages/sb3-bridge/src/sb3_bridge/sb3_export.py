@@ -73,7 +73,7 @@ def export(policy, path, *, algo: str = "ppo", observation_space=None, action_sp
     except ImportError as exc:
         raise ImportError(f"sb3_bridge.export needs torch and stable-baselines3 (and sb3-contrib for "
                           f"TRPO): pip install 'sb3-bridge[export]' ({exc})") from exc
-    from jaxrl_agents.run.fileio import atomic_write  # the one atomic writer of the workspace
+    from jaxrl_agents.common.fileio import atomic_write  # the one atomic writer of the workspace
 
     model_def = policy.model
     if model_def.action_kind not in ("gaussian", "categorical"):

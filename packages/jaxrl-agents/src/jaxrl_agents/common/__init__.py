@@ -2,11 +2,11 @@
 
 The network definition, action distributions, the `Policy` object, losses, GAE, rollouts, the
 optimiser, the minibatch loop, conjugate gradient, the train state, config validation, the
-environment contracts and their checker, environment loading and evaluation.
+environment contracts and their checker, environment loading, evaluation and file I/O.
 
 Files: `networks.py`, `distributions.py`, `policy.py`, `losses.py`, `gae.py`, `rollout.py`,
 `optimizer.py`, `minibatch.py`, `cg.py`, `state.py`, `config.py`, `contracts.py`, `envs.py`,
-`evaluation.py`, `gymnax_env.py` (gymnax behind the step contract; imported on its own).
+`evaluation.py`, `fileio.py` (atomic writes, directory locks, npz storage), `gymnax_env.py` (gymnax behind the step contract; imported on its own).
 """
 
 from .cg import conjugate_gradient

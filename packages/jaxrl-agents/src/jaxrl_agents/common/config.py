@@ -2,7 +2,7 @@
 
 Each algorithm config is a frozen dataclass (hashable, so it can key the compilation cache and be a
 static argument of `jit`). Every field carries a ``check`` (how it is validated) and a ``help`` string
-(used by the CLI) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
+(used by the CLI, `run.flags`) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
 compiled, and raises ValueError naming the field, what was expected and what arrived (value and
 type). Strings, bools and complex numbers are refused, never coerced; every float must be finite
 (an infinite learning rate is always a typo; PPO's ``target_kl`` alone takes inf, meaning "off").
@@ -10,7 +10,6 @@ type). Strings, bools and complex numbers are refused, never coerced; every floa
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -18,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .envs import parse_env_options
 from .networks import ACTIVATIONS, network_spec
 
-__all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "ConfigHelpFormatter", "add_config_flags", "cfg_field"]
+__all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "cfg_field"]
 
 
 def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's name)
@@ -45,16 +43,6 @@ def _freeze(value):
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     return value
-
-
-def _key_value_parser(flag: str):
-    """Argparse type of a repeatable KEY=VALUE flag: one (key, value) pair, VALUE as JSON."""
-    def parse(item: str):
-        try:
-            return next(iter(parse_env_options([item], flag=flag).items()))
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from e
-    return parse
 
 
 def _fail(name, expected, got):
@@ -261,52 +249,3 @@ class AlgoConfig(RolloutBudget, ValidatedConfig):
         None, "network", "MODULE:FACTORY of a user network, factory(obs_dim, n_outputs, **options) "
         "-> (actor, critic) flax.linen modules; hidden/activation then do not apply")
     network_options: tuple = cfg_field((), "options", "keyword options of the network factory")
-
-
-class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except for flags whose default is None.
-
-    Config flags default to None so that only typed values override the config, and their help
-    already names the config's default.
-    """
-
-    def _get_help_string(self, action):
-        if action.default is None:
-            return action.help
-        return super()._get_help_string(action)
-
-
-def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> None:
-    """Add one ``--field-name`` flag per field of a config dataclass to an argparse group.
-
-    Flags default to None (dest ``cfg_<field>``) so that only what the user typed overrides the
-    config; the field's ``check`` metadata picks the flag type.
-
-    Args:
-        group: an argparse parser or argument group.
-        cfg_cls: a dataclass whose fields were declared with ``cfg_field``.
-        skip: field names that are run options elsewhere on the command line.
-        activation_choices: restrict ``activation`` fields to these names (None: validated later).
-    """
-    for f in dataclasses.fields(cfg_cls):
-        if f.name in skip:
-            continue
-        check, help_ = f.metadata["check"], f.metadata["help"]
-        flag = "--" + f.name.replace("_", "-")
-        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
-        if check == "bool":
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif check in ("hidden", "hidden_or_none"):
-            group.add_argument(flag, type=int, nargs="+", metavar="W", **kw)
-        elif check == "activation":
-            group.add_argument(flag, choices=activation_choices, **kw)
-        elif check == "network":
-            group.add_argument(flag, metavar="MODULE:FACTORY", **kw)
-        elif check == "options":  # --network-option KEY=VALUE, repeatable, as --env-option
-            kw["help"] = f"{help_}: KEY=VALUE, repeatable, VALUE parsed as JSON"
-            group.add_argument(flag[:-1], action="append", metavar="KEY=VALUE",
-                               type=_key_value_parser(flag[:-1]), **kw)
-        elif check.endswith("int"):
-            group.add_argument(flag, type=int, **kw)
-        else:
-            group.add_argument(flag, type=float, **kw)

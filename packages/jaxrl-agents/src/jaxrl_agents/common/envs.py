@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .contracts import check_env  # the one checker of the contract (re-exported here)
+from .env_check import check_env  # the one checker of the contracts (re-exported here)
 from .factories import import_factory
 
 __all__ = ["load_env", "check_env", "parse_env_options", "DEFAULT_ENV"]

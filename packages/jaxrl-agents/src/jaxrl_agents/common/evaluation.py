@@ -1,4 +1,4 @@
-"""Evaluation protocol (spec 5.6): one deterministic episode on the environment's evaluation params.
+"""Evaluation protocol: one deterministic episode on the environment's evaluation params.
 
 `evaluate_episode` is a pure function (jit/vmap it): mean actions, ``env.eval_params`` (the nominal
 device, no drift), a fixed number of scanned steps (``env.max_episode_steps``) with an ``alive`` mask

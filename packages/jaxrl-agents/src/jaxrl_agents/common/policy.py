@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..run.fileio import atomic_savez, atomic_write_json, flatten_dict, load_npz, unflatten_dict
+from .fileio import atomic_savez, atomic_write_json, flatten_dict, load_npz, unflatten_dict
 from .networks import ActorCritic
 
 __all__ = ["Policy", "load_policy", "POLICY_FORMAT", "BEST_POLICY_DIR", "LAST_POLICY_DIR"]

@@ -108,7 +108,7 @@ def validate_ippo_config(cfg: Mapping | IPPOConfig | None = None, *,
 
 # ------------------------------------------------------------------ the trainer's configs
 # run/trainer.py runs every algorithm from one config object that also carries the budget
-# (``total_steps``), as PPO's and TRPO's do. IPPO's seed API keeps the budget out of the config
+# (``total_steps``), as PPO's and TRPO's do. IPPO's own API keeps the budget out of the config
 # (``IPPO(cfg, seed).train(env, timesteps)``), so the trainer's configs are subclasses that add it;
 # `algorithm_config` strips it again for the compiled programs, whose shapes do not depend on it
 # (a resume that extends the budget reuses the compiled update).

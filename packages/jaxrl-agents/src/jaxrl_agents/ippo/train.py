@@ -54,8 +54,8 @@ class IPPOResult:
     lagrange_multipliers: dict = dataclasses.field(default_factory=dict)
 
 
-# The name seed 004's API gave it (``TrainResult.policies``); the PPO/TRPO trainer's result is
-# run.trainer.TrainResult, the one exported by the package.
+# IPPO's own API calls its result TrainResult (``TrainResult.policies``); the PPO/TRPO trainer's
+# result is run.trainer.TrainResult, the one exported by the package.
 TrainResult = IPPOResult
 
 

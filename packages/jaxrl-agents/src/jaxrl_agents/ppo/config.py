@@ -1,4 +1,4 @@
-"""PPO's hyper-parameters (spec 5.5), validated in Python before anything is compiled."""
+"""PPO's hyper-parameters, validated in Python before anything is compiled."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["PPOConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(AlgoConfig):
-    """PPO hyper-parameters; defaults are the project's PPO runs (spec 5.5)."""
+    """PPO hyper-parameters; defaults are the project's PPO runs."""
 
     n_envs: int = cfg_field(64, "pos_int", "parallel environments")
     n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")

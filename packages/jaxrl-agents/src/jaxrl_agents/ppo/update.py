@@ -7,7 +7,7 @@ for actor and critic (global-norm clip, Adam, harmonic learning-rate decay per g
 Optional early stop (``target_kl``, SB3 semantics): the first minibatch whose approximate KL to the
 rollout policy exceeds 1.5 x target_kl is not applied, and every remaining gradient step of the update
 is skipped (a `lax.cond`, so skipped steps cost nothing). On this environment the paper defaults let
-the KL settle near 0.1 with half the samples clipped (spec 5.5); the limit is the remedy, off by default.
+the KL settle near 0.1 with half the samples clipped; the limit is the remedy, off by default.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Registry of the on-policy algorithms and their compiled, seed-vmapped programs.
 
-Every algorithm module exposes the same surface: a config class, ``init(seed_key, model, env,
-env_params, cfg)``, ``make_phases(model, env, cfg)`` (rollout half, learning half) and
-``make_update(model, env, cfg)`` (the two chained, for one seed), so the trainer, the CLI and the
-benchmark never branch on the algorithm.
+Each entry (`Algorithm`) says what the trainer needs: the config class, how to build the
+environment and the network definitions, how to compile the seed-vmapped programs, the default
+environment and whether runs can start from another run's policy; so the trainer, the CLI, the
+sweep and the benchmark never branch on the algorithm. PPO and TRPO modules expose the same
+surface: ``init(seed_key, model, env, env_params, cfg)``, ``make_phases(model, env, cfg)`` (rollout
+half, learning half) and ``make_update(model, env, cfg)`` (the two chained, for one seed).
 """
 
 from __future__ import annotations
@@ -16,24 +18,21 @@ import jax.numpy as jnp
 
 from .. import ppo, trpo
 from ..common.config import AlgoConfig
+from ..common.envs import DEFAULT_ENV, check_env, load_env
 from ..common.evaluation import evaluate_episode
 from ..common.networks import ActorCritic
 from ..ippo import config as ippo_config
 
-__all__ = ["ALGORITHMS", "get_algorithm", "make_config", "Compiled", "compile_algorithm",
-           "model_for", "FINITE_STAT", "all_finite", "IPPO_ALGORITHMS", "ALIASES", "canonical_name",
-           "is_ippo", "AgentNetworks"]
+__all__ = ["ALGORITHMS", "Algorithm", "get_algorithm", "make_config", "Compiled",
+           "compile_algorithm", "model_for", "FINITE_STAT", "all_finite", "ALIASES",
+           "canonical_name", "AgentNetworks", "DEFAULT_MARL_ENV"]
 
 # Stats key of the per-seed flag "parameters, optimiser state and losses are all finite".
 FINITE_STAT = "finite"
 
-# IPPO is PPO over stacked independent agents: same trainer, run directory and checkpoints, its
-# own compiled programs (`_compile_ippo`) over a functional multi-agent core.
-IPPO_ALGORITHMS = {"ippo": ippo_config.IPPOTrainConfig,
-                   "ippo_lagrangian": ippo_config.IPPOLagrangianTrainConfig}
-ALGORITHMS = {"ppo": (ppo, ppo.PPOConfig), "trpo": (trpo, trpo.TRPOConfig),
-              **{k: (None, v) for k, v in IPPO_ALGORITHMS.items()}}
-ALIASES = {"ippo_lag": "ippo_lagrangian"}  # the name seed 004's CLI used
+# IPPO's default env: the functional multi-agent gate env (compiled, checkpointed).
+DEFAULT_MARL_ENV = "quantgate_env:make_multi"
+ALIASES = {"ippo_lag": "ippo_lagrangian"}  # an older name, still accepted
 
 
 def canonical_name(name):
@@ -41,13 +40,8 @@ def canonical_name(name):
     return ALIASES.get(name, name) if isinstance(name, str) else name
 
 
-def is_ippo(name) -> bool:
-    """Whether `name` (or its alias) is IPPO or IPPO-Lagrangian."""
-    return canonical_name(name) in IPPO_ALGORITHMS
-
-
-def get_algorithm(name: str):
-    """(module, config class) of algorithm `name`; ValueError listing the choices otherwise."""
+def get_algorithm(name: str) -> Algorithm:
+    """The registry entry of algorithm `name` (or its alias); ValueError listing the choices."""
     name = canonical_name(name)
     if name not in ALGORITHMS:
         raise ValueError(f"algo: expected one of {sorted(ALGORITHMS)}, got {name!r}")
@@ -56,7 +50,7 @@ def get_algorithm(name: str):
 
 def make_config(name: str, config: AlgoConfig | dict | None = None) -> AlgoConfig:
     """Validated config of algorithm `name` from a config object, a dict of fields or None."""
-    _, cls = get_algorithm(name)
+    cls = get_algorithm(name).config
     if config is None:
         return cls()
     if isinstance(config, dict):
@@ -119,9 +113,12 @@ def compile_algorithm(name: str, env, cfg: AlgoConfig) -> Compiled:
 
     Compilation itself happens lazily at the first call, under the caller's precision setting.
     """
-    if is_ippo(name):
-        return _compile_ippo(canonical_name(name), env, cfg)
-    module, _ = get_algorithm(name)
+    return get_algorithm(name).compile(canonical_name(name), env, cfg)
+
+
+def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
+    """PPO's and TRPO's programs: the rollout vmapped over seeds, learning seed after seed."""
+    module = get_algorithm(name).module
     model = model_for(env, cfg)
 
     def init(seed_keys, env_params, params=None):
@@ -240,3 +237,68 @@ def _ippo_summary(env, agents):
         return out
 
     return summarize
+
+
+def _single_agent_env(env, env_options: dict, cfg) -> tuple[str | None, Any]:
+    """(spec, env) of a PPO/TRPO run: ``module:factory`` built and checked, or the checked object."""
+    if isinstance(env, str):
+        return env, load_env(env, env_options)
+    check_env(env)
+    return None, env
+
+
+def _ippo_env(env, env_options, cfg):
+    """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
+
+    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python.
+
+    A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
+    ``n_envs > 1``, as `IPPO.train` does.
+    """
+    from ..ippo.train import is_functional_marl_env
+
+    spec = env if isinstance(env, str) else None
+    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
+    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
+    if is_functional_marl_env(core):
+        obj = core
+    if is_functional_marl_env(obj):
+        check_env(obj)
+        return spec, obj
+    return spec, None
+
+
+class Algorithm(NamedTuple):
+    """A registry entry: what the trainer needs of one algorithm.
+
+    Attributes:
+        module: the algorithm's module (``ppo``, ``trpo``; None for IPPO, whose programs come from
+            ``ippo.compiled``).
+        config: the config class (fields, defaults, validation, the run's budget).
+        compile: (name, env, cfg) -> `Compiled`, the seed-vmapped programs.
+        networks: (env, cfg) -> the network definition(s) config.json records.
+        environment: (env, env_options, cfg) -> (spec or None, the environment trained on; None
+            for a PettingZoo ParallelEnv stepped from Python, which `trainer.train` runs).
+        default_env: ``jaxrl-train``'s default ``--env``.
+        fine_tunes: whether a run can start from another run's policy (``init_from``).
+    """
+
+    module: Any
+    config: type
+    compile: Any
+    networks: Any
+    environment: Any = _single_agent_env
+    default_env: str = DEFAULT_ENV
+    fine_tunes: bool = True
+
+
+# IPPO is PPO over stacked independent agents: same trainer, run directory and checkpoints, its
+# own compiled programs (`_compile_ippo`) over a functional multi-agent core.
+ALGORITHMS = {
+    "ppo": Algorithm(ppo, ppo.PPOConfig, _compile_single_agent, model_for),
+    "trpo": Algorithm(trpo, trpo.TRPOConfig, _compile_single_agent, model_for),
+    "ippo": Algorithm(None, ippo_config.IPPOTrainConfig, _compile_ippo, AgentNetworks.of,
+                      _ippo_env, DEFAULT_MARL_ENV, fine_tunes=False),
+    "ippo_lagrangian": Algorithm(None, ippo_config.IPPOLagrangianTrainConfig, _compile_ippo,
+                                 AgentNetworks.of, _ippo_env, DEFAULT_MARL_ENV, fine_tunes=False),
+}

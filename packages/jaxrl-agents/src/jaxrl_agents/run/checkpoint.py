@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .fileio import atomic_savez, load_npz
+from ..common.fileio import atomic_savez, load_npz
 
 __all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint", "CHECKPOINT_FORMAT"]
 

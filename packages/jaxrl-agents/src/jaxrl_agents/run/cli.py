@@ -28,32 +28,30 @@ import dataclasses
 import importlib.util
 import sys
 
-from ..common.config import ConfigHelpFormatter, add_config_flags
-from ..common.envs import DEFAULT_ENV, parse_env_options
-from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, is_ippo, make_config
-from .fileio import describe_os_error
+from ..common.envs import parse_env_options
+from ..common.fileio import describe_os_error
+from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, make_config
+from .flags import ConfigHelpFormatter, add_config_flags
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
 __all__ = ["main", "build_parser"]
 
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
-# IPPO's default env: the functional multi-agent gate env (compiled, checkpointed).
-DEFAULT_MARL_ENV = "quantgate_env:make_multi"
 PLOT_COMMAND = "jaxrl-plot"
 PLOT_INSTALL = 'pip install "jaxrl-agents[plot]"'
 
 
 def build_parser(algo: str) -> argparse.ArgumentParser:
     """Parser with the run options plus every field of `algo`'s config as a flag."""
-    _, cfg_cls = get_algorithm(algo)
+    entry = get_algorithm(algo)
+    cfg_cls = entry.config
     p = argparse.ArgumentParser(
         prog="jaxrl-train", description=__doc__.split("\n\n")[0],
         formatter_class=ConfigHelpFormatter)
     run = p.add_argument_group("run")
-    ippo = is_ippo(algo)
     run.add_argument("--algo", choices=sorted([*ALGORITHMS, *ALIASES]), default="ppo",
                      help="algorithm (ippo_lag: ippo_lagrangian)")
-    run.add_argument("--env", default=DEFAULT_MARL_ENV if ippo else DEFAULT_ENV,
+    run.add_argument("--env", default=entry.default_env,
                      help="environment factory as module:factory (IPPO: a functional "
                           "multi-agent core, compiled, or a PettingZoo ParallelEnv)")
     run.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
@@ -129,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             preset = get_preset(canonical_name(args.algo), args.preset)
             typed = {f.name: getattr(args, f"cfg_{f.name}")
-                     for f in dataclasses.fields(get_algorithm(args.algo)[1])
+                     for f in dataclasses.fields(get_algorithm(args.algo).config)
                      if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
             total = preset.total_steps if args.total_steps is None else args.total_steps
             base = dict(preset.config)

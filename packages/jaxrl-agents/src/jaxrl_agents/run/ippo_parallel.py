@@ -8,7 +8,7 @@ can, atomically, into the same run directory layout:
 
     config.json       as every run (``"checkpointed": false``)
     progress.csv      one row per rollout/update cycle: step, wall, ``<agent>/<stat>`` columns
-    history.json      the same cycles as `ippo.IPPOResult.history` (seed 004's record)
+    history.json      the same cycles as `ippo.IPPOResult.history`
     policies/<agent>/ the final policy of each agent (a jaxrl_agents `Policy` directory)
 
 The directory is locked for the whole run and removed again if the run fails before writing its
@@ -22,10 +22,11 @@ import re
 import sys
 import time
 
+from ..common.fileio import atomic_write_json, lock_directory
 from ..ippo import IPPO, IPPO_Lagrangian
 from ..ippo.config import algorithm_config
-from .fileio import atomic_write_json, lock_directory
-from .run_files import PROGRESS_CSV, RUN_CONFIG, make_run_dirs, remove_new_run_dirs, write_progress
+from .run_config import write_run_config
+from .run_files import PROGRESS_CSV, make_run_dirs, remove_new_run_dirs, write_progress
 
 __all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR", "safe_agent_name"]
 
@@ -109,8 +110,7 @@ def train_parallel(algo: str, env, cfg, seed: int, out: str, tag: str, progress:
     finished = False
     with lock_directory(run_dir):
         try:
-            atomic_write_json(os.path.join(run_dir, RUN_CONFIG),
-                              {**run_config, "checkpointed": False})
+            write_run_config(run_dir, {**run_config, "checkpointed": False})
             enabled = progress == "bar" or (progress is None and sys.stderr.isatty())
             bar = MilestoneBar(cfg.total_steps, enabled)
             t0, walls = time.perf_counter(), []

@@ -5,7 +5,7 @@ preset's value, and config.json records both the preset's name and the resolved 
 never depends on this table after it started.
 
 - ``paper``: the paper's hyper-parameters (each config class's defaults) and its 20M-step budget.
-- ``fast``: what the issue-16 measurements (bench/README.md, "Time to a gate") found to reach an
+- ``fast``: what the measurements in bench/README.md ("Time to a gate") found to reach an
   evaluation J_T < 1e-3 soonest in wall-clock on a 2-core laptop CPU.
 - ``demo`` (the no-argument run): ``fast``'s hyper-parameters on a budget of about three minutes
   on 2 cores, long enough to watch a perfect entangler form.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .fileio import LOCK_FILE, atomic_write, load_npz
+from ..common.fileio import LOCK_FILE, atomic_write, load_npz
 
 __all__ = ["RUN_CONFIG", "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "check_out", "timestamp",
            "make_run_dirs", "remove_new_run_dirs", "write_progress", "read_progress",

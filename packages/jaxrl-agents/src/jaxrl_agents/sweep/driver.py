@@ -131,7 +131,7 @@ def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool
         raise SpecError(f"name: {d} exists and is not a jaxrl-sweep directory (no {SWEEP_JSON}); "
                         f"choose another name or --out (it is never overwritten)")
     os.makedirs(os.path.join(d, summary.RUNS_DIR), exist_ok=True)
-    fio = jaxrl.fileio()
+    fio = jaxrl.fileio
     if spec_path is not None:
         with open(spec_path, "rb") as f:
             fio.atomic_write(os.path.join(d, SPEC_COPY), f.read())

@@ -250,7 +250,7 @@ def _parse_train(t: dict) -> dict:
     names = jaxrl.algorithm_names()
     if algo not in names:
         _fail("train.algo", f"one of {names} (the seed-vmapped trainer)", algo)
-    env = _str("train.env", t.get("env", jaxrl.default_env()))
+    env = _str("train.env", t.get("env", jaxrl.DEFAULT_ENV))
     if ":" not in env:
         _fail("train.env", "an environment factory 'module:factory'", env)
     env_options = dict(_table("train.env_options", t.get("env_options", {})))

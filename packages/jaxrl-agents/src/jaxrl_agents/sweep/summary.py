@@ -87,7 +87,7 @@ def trial_groups(trial_root: str) -> list[list[str]]:
     A trial normally holds one; dot-directories (staging) and subfolders that are not run
     directories (``replaced/`` of PBT) are skipped.
     """
-    rf = jaxrl.run_files()
+    rf = jaxrl.run_files
     groups: dict[str, list[tuple[int, str]]] = {}
     if not os.path.isdir(trial_root):
         return []
@@ -104,7 +104,7 @@ def trial_groups(trial_root: str) -> list[list[str]]:
 
 
 def read_rows(run_dirs: list[str]) -> list[list[dict[str, str]]]:
-    rf = jaxrl.run_files()
+    rf = jaxrl.run_files
     out = []
     for d in run_dirs:
         path = os.path.join(d, rf.PROGRESS_CSV)
@@ -181,7 +181,7 @@ def write_summary(sweep_dir: str, rows: list[dict[str, Any]]) -> str:
         for r in rows:
             w.writerow({k: ("" if v is None else v) for k, v in r.items()})
     path = os.path.join(sweep_dir, SUMMARY_CSV)
-    jaxrl.fileio().atomic_write(path, buf.getvalue().encode())
+    jaxrl.fileio.atomic_write(path, buf.getvalue().encode())
     return path
 
 

@@ -1,13 +1,13 @@
 """The trial: a Tune function trainable that trains one seed group in segments.
 
 A trial's run directories are normal ``jaxrl-train`` run directories under
-``<sweep>/runs/<trial_id>/`` (one per seed, the seeds vmapped in one program). The trial trains
-them in *segments* of `SweepSpec.segment_updates` updates: the first segment is
-``train(..., checkpoint_every=segment, stop_after=segment)``, each next one
-``resume(run_dir, stop_after=segment)``. So every segment ends on a checkpoint of the trainer, and
-after each one the trial reports its metrics to Tune (ASHA may stop it there; PBT may exploit).
-The trainer needs no hook for this; within one worker the compiled programs are reused (the
-trainer caches them), and across workers JAX's persistent compilation cache serves them.
+``<sweep>/runs/<trial_id>/`` (one per seed, the seeds vmapped in one program). The trial is one
+trainer session (`run.session.Session`, opened with ``checkpoint_every=segment`` or resumed)
+advanced in *segments* of `SweepSpec.segment_updates` updates. So every segment ends on a
+checkpoint of the trainer, and after each one the trial reports its metrics to Tune (ASHA may stop
+it there; PBT may exploit). Between segments the session keeps the environment, the compiled
+programs and the train state in memory: nothing is re-read; across workers JAX's persistent
+compilation cache serves the programs.
 
 Restart rules (the trial function is idempotent):
 
@@ -88,7 +88,7 @@ def _current_group(root: str) -> list[str] | None:
     Groups without one (killed before their first checkpoint) are moved to ``replaced/`` so the
     trial can start afresh.
     """
-    rf = jaxrl.run_files()
+    rf = jaxrl.run_files
     current = None
     for group in summary.trial_groups(root):
         if all(os.path.isfile(os.path.join(d, rf.CHECKPOINT)) for d in group):
@@ -111,13 +111,13 @@ def _set_aside(root: str, group: list[str]) -> None:
 
 
 def _lineage(group: list[str]) -> list[dict]:
-    rc = _read_json(os.path.join(group[0], jaxrl.run_files().RUN_CONFIG))
+    rc = _read_json(os.path.join(group[0], jaxrl.run_files.RUN_CONFIG))
     return list(rc.get("sweep", {}).get("lineage", []))
 
 
 def _adopt(ckpt_dir: str, meta: dict, root: str, trial_id: str, settings: dict) -> list[str]:
     """Make a donor's snapshot (`ckpt_dir`) this trial's seed group, with this trial's config."""
-    rf, fio = jaxrl.run_files(), jaxrl.fileio()
+    rf, fio = jaxrl.run_files, jaxrl.fileio
     old = _current_group(root)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     staging = os.path.join(root, f".adopt-{uuid.uuid4().hex[:8]}")
@@ -136,7 +136,7 @@ def _adopt(ckpt_dir: str, meta: dict, root: str, trial_id: str, settings: dict) 
         rc.update(group=names, group_id=group_id, tag=trial_id, out=root,
                   algo_config=settings["config"], env_options=settings["env_options"],
                   sweep={"trial_id": trial_id, "lineage": lineage + [entry]})
-        fio.atomic_write_json(os.path.join(dst, rf.RUN_CONFIG), rc)
+        jaxrl.write_run_config(dst, rc)
     if old:
         _set_aside(root, old)  # the replaced history stays on disk
     for name in names:
@@ -147,7 +147,7 @@ def _adopt(ckpt_dir: str, meta: dict, root: str, trial_id: str, settings: dict) 
 
 def _snapshot(group: list[str], dest: str, trial_id: str, step: int) -> None:
     """Copy the seed group's run directories (between segments: nothing writes them) to `dest`."""
-    fio = jaxrl.fileio()
+    fio = jaxrl.fileio
     for d in group:
         shutil.copytree(d, os.path.join(dest, os.path.basename(d)),
                         ignore=shutil.ignore_patterns(fio.LOCK_FILE, REPLACED_DIR))
@@ -189,7 +189,6 @@ def run_trial(config: dict, *, sweep_dir: str, spec_json: dict) -> None:
     os.makedirs(root, exist_ok=True)
     s = trial_settings(spec, config)
     pbt = spec.scheduler["type"] == "pbt"
-    trainer = jaxrl.trainer()
     seg = spec.segment_updates()
 
     event = "start"
@@ -212,30 +211,32 @@ def run_trial(config: dict, *, sweep_dir: str, spec_json: dict) -> None:
          from_trial=donor if event == "exploit" else None)
     extra = {"pbt_donor": donor, "pbt_generation": len(lineage), "non_finite": False}
 
-    while True:
-        try:
-            if group is None:
-                result = trainer.train(
-                    s["algo"], s["env"], s["env_options"], s["config"], seeds=s["seeds"],
-                    eval_every=s["eval_every"], out=root, tag=trial_id, checkpoint_every=seg,
-                    progress="off", argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id],
-                    stop_after=seg)
-                group = list(result.run_dirs)
+    if group is None:
+        session = jaxrl.Session.open(
+            s["algo"], s["env"], env_options=s["env_options"], config=s["config"],
+            seeds=s["seeds"], eval_every=s["eval_every"], out=root, tag=trial_id,
+            checkpoint_every=seg, progress="off",
+            argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id])
+    else:
+        session = jaxrl.Session.resume(group[0], progress="off")
+    with session:
+        group = session.run_dirs
+        while True:
+            try:
+                result = session.advance(seg)
+            except jaxrl.NonFiniteError as e:
+                # A diverging configuration is a result of the sweep, not a failure to retry.
+                _log(root, "non-finite", message=str(e))
+                rows = summary.read_rows(list(e.run_dirs))
+                tune.report(_metrics(spec, rows, {**extra, "non_finite": True}))
+                return
+            metrics = _metrics(spec, result.rows, extra)
+            if not pbt:
+                tune.report(metrics)
             else:
-                result = trainer.resume(group[0], progress="off", stop_after=seg)
-        except trainer.NonFiniteError as e:
-            # A diverging configuration is a result of the sweep, not a failure to retry.
-            _log(root, "non-finite", message=str(e))
-            rows = summary.read_rows(list(e.run_dirs))
-            tune.report(_metrics(spec, rows, {**extra, "non_finite": True}))
-            return
-        metrics = _metrics(spec, result.rows, extra)
-        if not pbt:
-            tune.report(metrics)
-        else:
-            with tempfile.TemporaryDirectory(prefix="jaxrl-sweep-") as d:
-                _snapshot(group, d, trial_id, metrics["step"])
-                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
-        if result.finished:
-            _log(root, "finished", step=metrics["step"])
-            return
+                with tempfile.TemporaryDirectory(prefix="jaxrl-sweep-") as d:
+                    _snapshot(group, d, trial_id, metrics["step"])
+                    tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+            if result.finished:
+                _log(root, "finished", step=metrics["step"])
+                return

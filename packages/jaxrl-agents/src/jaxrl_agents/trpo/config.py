@@ -1,4 +1,4 @@
-"""TRPO's hyper-parameters (spec 5.4, sb3-contrib semantics), validated before anything is compiled."""
+"""TRPO's hyper-parameters (sb3-contrib semantics), validated before anything is compiled."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["TRPOConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class TRPOConfig(AlgoConfig):
-    """TRPO hyper-parameters; defaults are the paper's (spec 5.4, sb3-contrib defaults)."""
+    """TRPO hyper-parameters; defaults are the paper's (sb3-contrib defaults)."""
 
     n_envs: int = cfg_field(4, "pos_int", "parallel environments")
     n_steps: int = cfg_field(2048, "pos_int", "steps per environment per update")

@@ -1,0 +1,204 @@
+"""The training loop of one group of seeds, fresh or resumed (`Run`).
+
+Each update is one compiled call over every seed; after it the loop reads the stats (the one host
+sync per update), stops on a non-finite update before writing anything of it, records the rows,
+evaluates on the evaluation cadence (queued before the sync, so the device runs it while the host
+formats rows), prints the chosen evaluation lines, and checkpoints on the checkpoint cadence.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..common.config import AlgoConfig
+from ..common.contracts import evaluation_of
+from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
+from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
+from .algorithms import FINITE_STAT, compile_algorithm
+from .checkpoint import save_checkpoint
+from .progress import ProgressReporter
+from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
+from .results import NonFiniteError, TrainResult
+from .run_files import CHECKPOINT
+
+__all__ = ["Run", "CSV_FLUSH_EVERY", "EVAL_KEY_SEED"]
+
+CSV_FLUSH_EVERY = 10  # updates between progress.csv rewrites (and at checkpoints and the end)
+EVAL_KEY_SEED = 0  # evaluation is deterministic; the key only feeds reset/step of the eval env
+
+
+class Run:
+    """State of one training invocation (fresh or resumed) for a group of seeds."""
+
+    def __init__(self, algo: str, cfg: AlgoConfig, env, env_spec: str | None, env_options: dict,
+                 seeds: tuple[int, ...], run_dirs: list[str], eval_every: int,
+                 checkpoint_every: int, progress: str | None, report_every: int | None = None):
+        self.algo, self.cfg, self.env = algo, cfg, env
+        self.env_spec, self.env_options = env_spec, env_options
+        self.seeds, self.run_dirs = seeds, run_dirs
+        self.eval_every_updates = max(1, eval_every // cfg.rollout_size)
+        self.report_every_updates = report_every_updates(cfg, self.eval_every_updates,
+                                                         report_every)
+        self.checkpoint_every = checkpoint_every
+        self.progress_mode = progress
+        self.records = [SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
+        self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
+        self.compiled = compile_algorithm(algo, env, cfg)
+        self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by
+        self.train_params = env.default_params
+        # A multi-agent core may have no eval_params (optional in its contract): train params.
+        self.eval_params = getattr(env, "eval_params", env.default_params)
+        self.seed_keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+
+    def template(self):
+        """A fresh train state: the structure, shapes and dtypes a checkpoint must match."""
+        return self.compiled.init(self.seed_keys, self.train_params)
+
+    def _policy(self, params, s: int, step: int, summary: dict) -> Policy | dict:
+        """The seed's policy, or for IPPO {agent: policy} (saved to ``<policy dir>/<agent>/``)."""
+        seed_params = jax.tree_util.tree_map(lambda x: np.asarray(x[s]), params)
+        meta = {"algo": self.algo, "seed": self.seeds[s], "step": step, "env": self.env_spec,
+                "env_options": self.env_options, "eval": summary}
+        if self.compiled.policies is not None:
+            return self.compiled.policies(seed_params, meta)
+        return Policy(self.compiled.model, seed_params, meta)
+
+    def _dispatch_evaluation(self, state):
+        """Queue every seed's evaluation episode on the device; returns its (unfetched) arrays."""
+        return self.compiled.evaluate(state.params["actor"], self.eval_params,
+                                      jax.random.PRNGKey(EVAL_KEY_SEED))
+
+    def _evaluate(self, episodes, state, step: int, wall: float, rows: list[dict], reporter,
+                  report: bool) -> float | None:
+        """Record the episodes of `_dispatch_evaluation`; returns the group's best score (for the bar).
+
+        Prints a seed's line if `report`, or when its best score just fell below a new power of
+        ten (``new best < 1e-02``), so a run evaluated after every update still shows when the
+        gate forms without printing every evaluation.
+        """
+        episodes, params = jax.device_get((episodes, state.params))  # one transfer for both
+        ev = self.evaluation
+        latest = None
+        for s, rec in enumerate(self.records):
+            ep = {k: np.asarray(v[s]) for k, v in episodes.items()}
+            summary = (self.compiled.summarize(ep) if self.compiled.summarize is not None
+                       else eval_summary(ep, ev))
+            rows[s].update({k: fmt(v) for k, v in summary.items()})
+            rec.add_eval(step, ep)
+            policy = functools.partial(self._policy, params, s, step, summary)
+            rec.set_policy(LAST_POLICY_DIR, policy)
+            score = score_to_minimise(summary, ev.score, ev.score_mode)
+            crossed = None
+            if not math.isnan(score) and score < rec.best:
+                if ev.score_mode == "min":
+                    crossed = decade_crossed(rec.best, score)
+                rec.best, rec.best_step = score, step
+                rec.set_policy(BEST_POLICY_DIR, policy)
+            if report or crossed is not None:
+                prefix = f"seed {self.seeds[s]} " if len(self.seeds) > 1 else ""
+                mark = f"  new best {ev.score} < {power_of_ten(crossed)}" if crossed else ""
+                reporter.write(prefix + format_eval_line(step, wall, summary, ev) + mark)
+            if not math.isnan(score) and (latest is None or score < latest):
+                latest = score
+        return latest if latest is None or ev.score_mode == "min" else -latest
+
+    def _checkpoint(self, state, update: int, wall: float) -> None:
+        for rec in self.records:
+            rec.save()  # progress.csv and evals.npz must cover every update up to the checkpoint
+        meta = {"update": update, "step": update * self.cfg.rollout_size, "wall": wall,
+                "seeds": list(self.seeds), "best": [r.best for r in self.records],
+                "best_step": [r.best_step for r in self.records]}
+        for rec in self.records:
+            save_checkpoint(os.path.join(rec.run_dir, CHECKPOINT), state, meta)
+        self.checkpoint_update = update
+
+    def _non_finite(self, update: int, finite: np.ndarray, stats: dict) -> NonFiniteError:
+        """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
+        for rec in self.records:
+            rec.save()
+        bad = [self.seeds[s] for s in np.flatnonzero(~finite)]
+        s0 = int(np.flatnonzero(~finite)[0])
+        names = sorted(k for k, v in stats.items()
+                       if np.issubdtype(np.asarray(v).dtype, np.floating) and not np.isfinite(v[s0]))
+        what = f"non-finite {', '.join(names)}" if names else \
+            "non-finite parameters or optimiser state"
+        rs = self.cfg.rollout_size
+        kept = (f"checkpoint.npz keeps update {self.checkpoint_update}, the last finite state"
+                if self.checkpoint_update else "no checkpoint had been written yet")
+        msg = (f"update {update} (steps {(update - 1) * rs + 1}-{update * rs}) gave {what} for "
+               f"seed{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}; the run stopped "
+               f"and nothing of that update was saved ({kept}); lower the learning rate or "
+               f"check the environment's rewards, then start a new run")
+        return NonFiniteError(msg, update, update * rs, bad, self.checkpoint_update,
+                              list(self.run_dirs))
+
+    def advance(self, state, start_update: int, wall_offset: float, n: int | None):
+        """Train updates ``start_update + 1`` ... to the end of the run, or `n` of them.
+
+        Args:
+            state: the train state after `start_update` updates (host or device arrays; the
+                device copy is donated to the update).
+            start_update: updates done so far.
+            wall_offset: seconds of training so far (the ``wall`` column continues from it).
+            n: updates to train; None: to the end of the run.
+
+        Returns:
+            (state on the device, updates done, wall seconds). Updates past the last checkpoint
+            are not written (a resume recomputes them), except the run's last, which writes
+            everything.
+        """
+        cfg = self.cfg
+        n_updates = cfg.n_updates
+        end = n_updates if n is None else min(n_updates, start_update + n)
+        reporter = ProgressReporter(n_updates * cfg.rollout_size, start_update * cfg.rollout_size,
+                                    self.progress_mode, score_name=self.evaluation.score)
+        state = jax.tree_util.tree_map(jnp.asarray, state)
+        t0 = time.perf_counter()
+        try:
+            for i in range(start_update, end):
+                state, stats = self.compiled.update(state, self.train_params)
+                last = i == n_updates - 1
+                evaluating = (i + 1) % self.eval_every_updates == 0 or last
+                # Queued before the stats sync, the evaluation runs straight after the update
+                # while the host reads the stats and formats the rows (a non-finite update
+                # discards it unread).
+                episodes = self._dispatch_evaluation(state) if evaluating else None
+                stats = jax.device_get(stats)  # the host sync of every update
+                finite = np.asarray(stats.pop(FINITE_STAT), bool)
+                if not finite.all():
+                    raise self._non_finite(i + 1, finite, stats)
+                step = (i + 1) * cfg.rollout_size
+                wall = wall_offset + time.perf_counter() - t0
+                rows = [{"step": str(step), "wall": fmt(wall), "update": str(i + 1),
+                         **{k: fmt(v[s]) for k, v in stats.items()}}
+                        for s in range(len(self.seeds))]
+                jt = None
+                if evaluating:
+                    report = (i + 1) % self.report_every_updates == 0 or last or \
+                        i + 1 == self.eval_every_updates
+                    jt = self._evaluate(episodes, state, step, wall, rows, reporter, report)
+                for rec, row in zip(self.records, rows):
+                    rec.rows.append(row)
+                if (i + 1) % self.checkpoint_every == 0 or last:
+                    self._checkpoint(state, i + 1, wall)
+                elif (i + 1) % CSV_FLUSH_EVERY == 0:
+                    for rec in self.records:
+                        rec.flush()
+                reporter.update(step, jt)
+        finally:
+            reporter.close()
+        return state, end, wall_offset + time.perf_counter() - t0
+
+    def result(self, state, finished: bool) -> TrainResult:
+        """The `TrainResult` of this run with final `state` (host arrays)."""
+        return TrainResult(self.run_dirs, state, [r.rows for r in self.records], finished,
+                           [best_evaluation_line(r.rows, r.best_step, self.evaluation)
+                            for r in self.records])
+

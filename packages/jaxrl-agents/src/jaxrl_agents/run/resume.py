@@ -1,0 +1,118 @@
+"""Resume: reopen an interrupted run (and its seed group) at its last checkpoint.
+
+The checkpoint holds the full train state of every seed (parameters, optimiser state, environment
+states, observations, PRNG keys, update counter) plus the best-so-far bookkeeping. On resume, rows
+and evaluations recorded after the checkpoint are dropped and recomputed; since the update is
+deterministic, the resumed run ends with the same parameters and the same progress rows (except
+wall time) as an uninterrupted one. Before anything is compiled, resume checks every file it reads
+(run_files.py) and refuses, naming the file, a history that does not reach the checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from ..common.envs import check_env, load_env
+from ..common.fileio import lock_directory
+from .algorithms import make_config
+from .checkpoint import load_checkpoint, read_checkpoint
+from .checks import check_pos_int, check_progress
+from .loop import Run
+from .run_config import find_group, never_checkpointed, record_extension
+from .run_files import CHECKPOINT, RUN_CONFIG, check_history, read_run_config
+
+__all__ = ["open_checkpoint"]
+
+
+def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int) -> dict:
+    meta = header["meta"]
+    n = len(rc["seeds"])
+    ok = (isinstance(meta.get("update"), int) and meta["update"] > 0
+          and meta.get("step") == meta["update"] * rollout_size
+          and isinstance(meta.get("wall"), (int, float)) and meta.get("seeds") == rc["seeds"]
+          and isinstance(meta.get("best"), list) and len(meta["best"]) == n
+          and isinstance(meta.get("best_step"), list) and len(meta["best_step"]) == n)
+    if not ok:
+        raise ValueError(f"{path}: its progress record (update, step, seeds, best) does not match "
+                         f"this run (seeds {rc['seeds']}, {rollout_size} steps per update); was "
+                         f"it copied from another run?")
+    return meta
+
+
+def open_checkpoint(run_dir: str, env: Any, progress: str | None, total_steps: int | None,
+                    locks: contextlib.ExitStack) -> tuple[Run, Any, dict]:
+    """Check a run directory and its group, lock them into `locks`, and rebuild the run.
+
+    Arguments as `trainer.resume`. Every file is checked before anything is compiled. Call under
+    ``jax.enable_x64(True)``.
+
+    Returns:
+        (the `Run` with its records restored up to the checkpoint, the checkpoint's train state
+        (host arrays), the checkpoint's progress record: update, step, wall, best, ...).
+    """
+    if not isinstance(run_dir, (str, os.PathLike)) or isinstance(run_dir, bytes):
+        raise ValueError(f"resume: expected a run directory path, got {run_dir!r}")
+    run_dir = os.fspath(run_dir)
+    path = os.path.join(run_dir, RUN_CONFIG)
+    if not os.path.isfile(path):
+        raise ValueError(f"resume: expected a run directory containing {RUN_CONFIG}, got "
+                         f"{run_dir!r}")
+    ckpt = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isfile(ckpt) and never_checkpointed(path):
+        raise ValueError(f"resume: {run_dir!r} is an IPPO run on a PettingZoo ParallelEnv stepped "
+                         f"from Python, whose state cannot be checkpointed; such runs cannot "
+                         f"resume (train on the env's functional core to get checkpoints)")
+    if not os.path.isfile(ckpt):
+        raise ValueError(f"resume: {run_dir!r} has no {CHECKPOINT} yet (interrupted before the "
+                         f"first checkpoint); start a new run instead")
+    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
+                                    or total_steps <= 0):
+        raise ValueError(f"total_steps: expected a positive integer, got {total_steps!r}")
+    progress = check_progress(progress)
+    rc = read_run_config(path)
+    run_dirs, configs = find_group(run_dir, rc)
+    for d in run_dirs:
+        locks.enter_context(lock_directory(d))
+    return _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps)
+
+
+def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
+    path = os.path.join(run_dir, RUN_CONFIG)
+    old_total = rc["algo_config"].get("total_steps")
+    extend = total_steps is not None and total_steps != old_total
+    try:
+        cfg = make_config(rc["algo"], {**rc["algo_config"],
+                                       "total_steps": total_steps if extend else old_total})
+        check_pos_int("eval_every", rc["eval_every"])
+        check_pos_int("checkpoint_every", rc["checkpoint_every"])
+        if rc.get("report_every") is not None:  # absent from older run directories
+            check_pos_int("report_every", rc["report_every"])
+    except ValueError as e:
+        if str(e).startswith("total_steps") and extend:
+            raise
+        raise ValueError(f"{path}: {e}") from None
+    _, header = read_checkpoint(ckpt)
+    meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
+    if extend and cfg.n_updates < meta["update"]:
+        raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
+                         f"trained, got {total_steps}")
+    history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
+    if env is None:
+        if rc["env"] is None:
+            raise ValueError("env: this run was started with an environment object; pass the "
+                             "same object as resume(run_dir, env=...)")
+        env = load_env(rc["env"], rc["env_options"])
+    else:
+        check_env(env)
+    run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]), run_dirs,
+              rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"))
+    state, meta = load_checkpoint(ckpt, run.template())
+    run.checkpoint_update = meta["update"]
+    if extend:
+        record_extension(run_dirs, configs, old_total, cfg.total_steps, meta["step"])
+    for rec, (rows, evals), best, best_step in zip(run.records, history, meta["best"],
+                                                    meta["best_step"]):
+        rec.restore(rows, evals, best, best_step)
+    return run, state, meta

@@ -1,0 +1,257 @@
+"""A trainer session: an open run that advances in steps of whole updates.
+
+`Session.open(...)` starts a new run (it checks every argument, creates and locks the run
+directories, writes config.json and builds the first train state); `Session.resume(run_dir)`
+reopens one from its last checkpoint. Either way the session then holds the locked directories,
+the compiled programs and the train state in memory, and `advance(n)` trains ``n`` more updates
+(None: to the end) and returns the `TrainResult` so far. `close()` releases the directories; it
+writes nothing, so what the checkpoint cadence has not saved yet is recomputed by a later resume,
+bit for bit. A session is a context manager::
+
+    with Session.open("ppo", "quantgate_env:make", seeds=(1, 2), checkpoint_every=8) as s:
+        while not s.finished:
+            result = s.advance(8)  # every 8 updates end on a checkpoint
+
+`trainer.train` and `trainer.resume` are one `advance()` of a session; ``jaxrl-sweep`` trains each
+trial as one session in segments, reporting between them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+import jax
+
+from ..common.config import AlgoConfig
+from ..common.envs import DEFAULT_ENV
+from ..common.fileio import lock_directory
+from .algorithms import ALGORITHMS, canonical_name, get_algorithm, make_config
+from .checks import check_argv, check_env_options, check_pos_int, check_progress, check_seeds, check_tag
+from .init_from import load_init_params
+from .loop import Run
+from .results import TrainResult
+from .resume import open_checkpoint
+from .run_config import write_run_configs
+from .run_files import check_out, make_run_dirs, remove_new_run_dirs
+
+__all__ = ["Session", "NewRun", "plan_new_run"]
+
+
+@dataclasses.dataclass
+class NewRun:
+    """A new run's checked arguments and environment (`plan_new_run`); nothing exists on disk yet.
+
+    ``env_obj`` is None for IPPO on a PettingZoo ParallelEnv stepped from Python (no compiled
+    loop, so no session: `trainer.train` runs it in one call).
+    """
+
+    algo: str
+    cfg: AlgoConfig
+    env: Any
+    env_spec: str | None
+    env_obj: Any
+    env_options: dict
+    seeds: tuple[int, ...]
+    eval_every: int
+    checkpoint_every: int
+    report_every: int | None
+    preset: str | None
+    tag: str
+    out: str
+    progress: str | None
+    argv: list[str] | None
+    model: Any = None
+    init_params: Any = None
+    init_record: Any = None
+
+
+def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
+                 config: AlgoConfig | dict | None = None, seeds=(0,),
+                 eval_every: int = 2_000_000, out: str = "runs", tag: str = "",
+                 checkpoint_every: int = 25, progress: str | None = None,
+                 argv: list[str] | None = None, network=None,
+                 network_options: dict | None = None, report_every: int | None = None,
+                 preset: str | None = None, init_from: str | None = None) -> NewRun:
+    """Check the arguments of a new run and build its environment (arguments as `trainer.train`).
+
+    Raises ValueError before anything is created or compiled. Call under ``jax.enable_x64(True)``
+    (float64 environments refuse to build without it).
+    """
+    algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
+    cfg = make_config(algo, config)
+    if network is not None or network_options is not None:  # validated as config fields
+        if not any(f.name == "network" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
+                             f"per-agent networks from hidden/activation, got network={network!r}")
+        cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
+                                  network_options=cfg.network_options if network_options is None
+                                  else network_options)
+    seeds = check_seeds(seeds)
+    eval_every = check_pos_int("eval_every", eval_every)
+    checkpoint_every = check_pos_int("checkpoint_every", checkpoint_every)
+    if report_every is not None:
+        report_every = check_pos_int("report_every", report_every)
+    if preset is not None and not isinstance(preset, str):
+        raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
+    plan = NewRun(algo, cfg, env, None, None, None, seeds, eval_every, checkpoint_every,
+                  report_every, preset, check_tag(tag), check_out(out), None, None)
+    plan.env_options = check_env_options(env_options)
+    plan.progress = check_progress(progress)
+    plan.argv = check_argv(argv)
+    entry = get_algorithm(algo)
+    plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
+    if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints
+        return plan
+    plan.model = entry.networks(plan.env_obj, cfg)
+    if init_from is not None:
+        if not entry.fine_tunes:
+            raise ValueError(f"init_from: fine-tuning starts are for "
+                             f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
+                             f"got algo {algo!r}")
+        plan.init_params, plan.init_record = load_init_params(init_from, plan.model)
+    return plan
+
+
+class Session:
+    """An open run (its seed group): locked run directories, compiled programs, train state.
+
+    Build one with `Session.open` (a new run) or `Session.resume` (from a checkpoint).
+
+    Attributes:
+        run_dirs: one run directory per seed.
+        update: updates trained so far.
+        n_updates: updates of the whole run.
+    """
+
+    def __init__(self, run: Run, state, update: int, wall: float, locks: contextlib.ExitStack):
+        self._run, self._state, self._locks = run, state, locks
+        self.update, self._wall = update, wall
+        self._broken = False
+
+    # --------------------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, algo: str = "ppo", env: Any = DEFAULT_ENV, **kwargs) -> Session:
+        """Start a new run: same arguments as `trainer.train` (without ``stop_after``).
+
+        Raises:
+            ValueError: bad arguments (before anything is created or compiled), or IPPO on a
+                PettingZoo ParallelEnv stepped from Python (`trainer.train` runs those).
+        """
+        with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
+            plan = plan_new_run(algo, env, **kwargs)
+            if plan.env_obj is None:
+                raise ValueError("env: a PettingZoo ParallelEnv stepped from Python trains in one "
+                                 "call (trainer.train) and cannot be checkpointed, so it has no "
+                                 "session; pass a functional multi-agent core to train in steps")
+            return cls.start(plan)
+
+    @classmethod
+    def start(cls, plan: NewRun) -> Session:
+        """Create, lock and record the run directories of `plan` and build the first state."""
+        p = plan
+        with jax.enable_x64(True):
+            run_dirs = make_run_dirs(p.out, p.algo, p.seeds, p.tag)
+            locks = contextlib.ExitStack()
+            try:
+                for d in run_dirs:
+                    locks.enter_context(lock_directory(d))
+                write_run_configs(run_dirs, p.algo, p.env_spec, p.env_options, p.env_obj, p.cfg,
+                                  p.model, p.seeds, p.eval_every, p.checkpoint_every, p.tag,
+                                  p.out, p.argv, p.report_every, p.preset, p.init_record)
+                run = Run(p.algo, p.cfg, p.env_obj, p.env_spec, p.env_options, p.seeds, run_dirs,
+                          p.eval_every, p.checkpoint_every, p.progress, p.report_every)
+                state = (run.compiled.init(run.seed_keys, run.train_params)
+                         if p.init_params is None
+                         else run.compiled.init(run.seed_keys, run.train_params, p.init_params))
+            except BaseException:
+                # The run never started: leave no directory holding only its config.json.
+                locks.close()
+                remove_new_run_dirs(run_dirs)
+                raise
+        return cls(run, state, 0, 0.0, locks)
+
+    @classmethod
+    def resume(cls, run_dir: str, env: Any = None, progress: str | None = None,
+               total_steps: int | None = None) -> Session:
+        """Reopen a run (and its seed group) at its last checkpoint (arguments as `trainer.resume`).
+
+        Every file is checked before anything is compiled; the group's directories are locked
+        until `close`.
+        """
+        locks = contextlib.ExitStack()
+        try:
+            with jax.enable_x64(True):
+                run, state, meta = open_checkpoint(run_dir, env, progress, total_steps, locks)
+        except BaseException:
+            locks.close()
+            raise
+        return cls(run, state, meta["update"], meta["wall"], locks)
+
+    # ---------------------------------------------------------------------------- training
+    @property
+    def run_dirs(self) -> list[str]:
+        """One run directory per seed."""
+        return list(self._run.run_dirs)
+
+    @property
+    def n_updates(self) -> int:
+        """Updates of the whole run (its step budget over the rollout size)."""
+        return self._run.cfg.n_updates
+
+    @property
+    def finished(self) -> bool:
+        """Whether every update of the run has been trained."""
+        return self.update >= self.n_updates
+
+    def advance(self, n_updates: int | None = None) -> TrainResult:
+        """Train `n_updates` more updates (None, or more than remain: to the end of the run).
+
+        Checkpoints, evaluations and progress rows follow the run's cadences; the last update of
+        the run writes everything. Returns the `TrainResult` so far (``finished`` once the run
+        is complete).
+
+        Raises:
+            NonFiniteError: an update gave non-finite values (the session is then unusable:
+                close it; the checkpoint on disk is the last finite state).
+            OSError: a file could not be written.
+        """
+        if self._locks is None:
+            raise ValueError("advance: this session is closed")
+        if self._broken:
+            raise ValueError("advance: a previous advance failed; close this session and resume "
+                             "the run from its checkpoint")
+        if n_updates is not None:
+            n_updates = check_pos_int("n_updates", n_updates)
+        if not self.finished:
+            self._broken = True  # until the updates are done: the input state is donated
+            with jax.enable_x64(True):
+                self._state, self.update, self._wall = self._run.advance(
+                    self._state, self.update, self._wall, n_updates)
+            self._broken = False
+        return self.result()
+
+    def result(self) -> TrainResult:
+        """The `TrainResult` so far (the state as host arrays)."""
+        return self._run.result(jax.device_get(self._state), self.finished)
+
+    def close(self) -> None:
+        """Release the run directories; closing twice is harmless.
+
+        Writes nothing: what the checkpoint cadence has not saved is recomputed by a resume.
+        """
+        if self._locks is not None:
+            self._locks.close()
+            self._locks = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def checkpoint_update(self) -> int:
+        """The update of the checkpoint on disk (0: none written yet)."""
+        return self._run.checkpoint_update
