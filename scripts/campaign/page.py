@@ -109,7 +109,7 @@ def _median(values):
 
 
 def _pyplot():
-    """matplotlib's pyplot on the file-only Agg backend (the page is built without a display)."""
+    """Pyplot on matplotlib's file-only Agg backend (the page is built without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
