@@ -204,6 +204,7 @@ def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
         assert str(path) in done.stderr and match in done.stderr
 
 
+@pytest.mark.slow  # kept out of the default run for its 15-minute budget
 def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
     """A shell starts `nohup ... &` jobs with SIGINT ignored, and children inherit it; the deadline
     must still stop the run (the 900 s timeout only catches a hang, it times nothing)."""

@@ -14,6 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
 
+@pytest.mark.slow  # kept out of the default run for its 15-minute budget
 def test_short_training_then_results_page(tmp_path):
     out = tmp_path / "runs"
     train = [str(BIN / "jaxrl-train"), "--algo", "ppo", "--env", "quantgate_env:make",

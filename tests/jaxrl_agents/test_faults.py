@@ -388,7 +388,9 @@ def test_a_budget_beyond_the_int32_counters_is_refused_before_any_run_directory(
                                                                               monkeypatch, capsys):
     # Before: --total-steps 10**30 created a run directory (config.json, .lock), then the jitted
     # update failed with a 30-line OverflowError traceback.
-    monkeypatch.setattr(trainer, "compile_algorithm", _no_compile)
+    from jaxrl_agents.run import loop
+
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     line = _one_line_error(capsys, cli.main(["--env", TOY_ENV, "--total-steps", str(10**30),
                                              "--out", str(tmp_path / "runs")]))
     assert "total_steps: expected at most" in line and "int32" in line and str(10**30) in line

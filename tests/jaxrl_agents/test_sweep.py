@@ -57,6 +57,7 @@ def _log(sweep_dir, trial_id):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow  # kept out of the default run for its 15-minute budget
 def test_grid_of_two_trials(local_ray, tmp_path):
     spec = parse_spec({"name": "grid", "out": str(tmp_path), "train": TRAIN,
                        "space": {"config": {"lr": {"values": [1e-3, 3e-3]}}}})

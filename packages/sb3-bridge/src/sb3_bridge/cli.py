@@ -107,7 +107,7 @@ def _run_evaluation(args) -> int:
     policy = load(args.model, activation=args.activation)
     options = _parse_options(args.env_option)
     meta = policy.metadata
-    print(f"{args.model}: {meta['algorithm']} ({meta['activation']}, hidden pi {list(policy.model.hidden)} vf {list(policy.model.critic_widths)}), "
+    print(f"{args.model}: {meta['algorithm']} ({meta['activation']}, hidden {_widths(policy.model)}), "
           f"trained {meta.get('num_timesteps')} steps; env {args.env} {options or ''}".rstrip())
     start = time.perf_counter()
     episodes = evaluation.evaluate(policy, args.env, env_options=options, episodes=args.episodes,
@@ -185,6 +185,13 @@ def main(argv=None) -> int:
     except (CheckpointError, ValueError, ImportError) as exc:  # DirectoryLockedError is a ValueError
         print(f"sb3-bridge {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _widths(model) -> str:
+    """The hidden widths: one list when actor and critic share them, else pi and vf."""
+    if model.critic_hidden is None:
+        return str(list(model.hidden))
+    return f"pi {list(model.hidden)} vf {list(model.critic_hidden)}"
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def add_config_flags(group, cfg_cls, *, skip=(), activation_choices=None) -> Non
             continue
         check, help_ = f.metadata["check"], f.metadata["help"]
         flag = "--" + f.name.replace("_", "-")
-        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_} (default: {f.default})"}
+        # A field whose default is None says what None means in its own help.
+        default = "" if f.default is None else f" (default: {f.default})"
+        kw = {"default": None, "dest": f"cfg_{f.name}", "help": f"{help_}{default}"}
         if check == "bool":
             group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif check in ("hidden", "hidden_or_none"):
