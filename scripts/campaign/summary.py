@@ -192,7 +192,7 @@ def _source(rc: dict) -> dict | None:
 
 
 def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
-                  gate_times=DEFAULT_FRONTIER_NS) -> tuple[dict, dict]:
+                  gate_times=DEFAULT_FRONTIER_NS, status: tuple | None = None) -> tuple[dict, dict]:
     """(summary, {name: pulse gate}) of one run directory, finished or not.
 
     Args:
@@ -200,13 +200,14 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
         refine: compute the GRAPE frontier too (about a minute of CPU).
         robustness: map the best policy over the recool grid.
         gate_times: the frontier's gate times, ns.
+        status: `run_status(run_dir)` if the caller has it (it reads the whole checkpoint).
     """
     rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
     rows = _read_progress(run_dir)
     score = f"eval_{rc.get('evaluation', {}).get('score', 'JT_min')}"
     env_cfg = rc["env_config"]["config"]
     dt = env_cfg["T"] / env_cfg["pulse_length"]
-    status, done, budget = run_status(run_dir)
+    status, done, budget = run_status(run_dir) if status is None else status
     done = int(_float(rows[-1]["step"])) if rows else 0  # progress may run past the checkpoint
     wall = _float(rows[-1]["wall"]) if rows else math.nan
     late = rows[len(rows) // 2:]
@@ -256,9 +257,10 @@ def write_summary(campaign, entry, seed: int, run_dir: str, version: str | None 
 
     paths = summary_paths(campaign, entry, seed)
     os.makedirs(paths["folder"], exist_ok=True)
-    finished = run_status(run_dir)[0] == "finished"
+    status = run_status(run_dir)
+    finished = status[0] == "finished"
     summary, gates = summarize_run(run_dir, refine=finished, robustness=entry.robustness and finished,
-                                   gate_times=campaign.frontier_ns)
+                                   gate_times=campaign.frontier_ns, status=status)
     version = version or code_version(os.path.dirname(os.path.abspath(__file__)))
     previous = []
     if os.path.isfile(paths["json"]):
