@@ -4,10 +4,17 @@ A real head is started with ``ray start --head`` on free ports, in its own sessi
 directory, and the real ``jaxrl-sweep`` command runs a 2-trial grid against it. The head is
 stopped in a ``finally`` by signalling its own process group (never ``ray stop``, which would
 stop every Ray of this machine), so a failure leaves no Ray behind.
+
+Authentication is pinned for head and driver alike (``RAY_AUTH_MODE=token`` and a fresh
+``RAY_AUTH_TOKEN``): left unset, Ray 2.60 turns token auth on for whichever side finds a token in
+``~/.ray/auth_token``, a file the first local ``ray.init`` of any test writes. A head started before
+that file existed and a driver started after it disagree, and the join fails with "InvalidAuthToken"
+(the one failure this test had in a default run).
 """
 
 import csv
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -69,12 +76,13 @@ def _stop(head, temp_dir):
     subprocess.run(["rm", "-rf", temp_dir], check=False)
 
 
-@pytest.mark.slow  # flaked once in the default run (GCS "InvalidAuthToken"); kept runnable with -m slow
+@pytest.mark.slow  # about a minute of Ray start-up and joins; the default run stays under 15 minutes
 def test_two_trial_sweep_on_a_ray_head_started_by_ray_start(tmp_path):
     gcs, agent, metrics = _free_ports(3)
     temp_dir = tempfile.mkdtemp(prefix="rh", dir="/tmp")  # short: Ray's socket paths live there
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
-    env.update(RAY_USAGE_STATS_ENABLED="0", JAX_PLATFORMS="cpu")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(RAY_USAGE_STATS_ENABLED="0", JAX_PLATFORMS="cpu",
+               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     head = subprocess.Popen(
         [os.path.join(BIN, "ray"), "start", "--head", f"--port={gcs}", "--num-cpus=2",
          f"--temp-dir={temp_dir}", "--include-dashboard=false",
@@ -109,6 +117,17 @@ def test_two_trial_sweep_on_a_ray_head_started_by_ray_start(tmp_path):
             [space.config]
             lr = {{values = [0.001, 0.003]}}
         """))
+        # A driver without the head's token is refused, with a message that says so, and leaves
+        # no sweep directory behind.
+        stranger = dict(env, RAY_AUTH_TOKEN=secrets.token_hex(32))
+        p = subprocess.run([os.path.join(BIN, "jaxrl-sweep"), str(spec), "--address",
+                            f"127.0.0.1:{gcs}", "--progress", "lines"],
+                           cwd=REPO, env=stranger, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-4000:]
+        assert f"--address: Ray could not join the cluster at 127.0.0.1:{gcs}" in p.stderr
+        assert "RAY_AUTH_TOKEN" in p.stderr
+        assert not (tmp_path / "sweeps" / "cluster").exists()
+
         p = subprocess.run([os.path.join(BIN, "jaxrl-sweep"), str(spec), "--address",
                             f"127.0.0.1:{gcs}", "--progress", "lines"],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=540)

@@ -156,8 +156,25 @@ def _init_ray(spec: SweepSpec, address: str | None, sweep_dir: str) -> None:
             ray.init(num_cpus=spec.num_cpus, include_dashboard=False, runtime_env=runtime_env,
                      log_to_driver=False, logging_level=logging.ERROR)
         else:
-            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            try:
+                ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
+                         logging_level=logging.WARNING)
+            except ConnectionError as e:
+                raise ConnectionError(join_failure_message(address, e)) from None
+
+
+def join_failure_message(address: str, error: Exception) -> str:
+    """What to tell a user whose head accepted a TCP connection but refused to let Ray join.
+
+    The probe has already shown that the head listens, so the usual cause is authentication: since
+    Ray 2.5x a head started while a token exists (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``) or with ``RAY_AUTH_MODE=token`` refuses drivers without the same token,
+    and Ray says so only in its log lines ("InvalidAuthToken").
+    """
+    return (f"--address: Ray could not join the cluster at {address} ({error}). The head answers, "
+            f"so it most likely refused this driver's authentication token: give jaxrl-sweep the "
+            f"head's token (the same RAY_AUTH_MODE and RAY_AUTH_TOKEN, or the head's "
+            f"~/.ray/auth_token; `ray get-auth-token` on the head prints it)")
 
 
 def _trial_id(result) -> str | None:
