@@ -177,17 +177,32 @@ def _json_clean(x):
 
 
 def _source(rc: dict) -> dict | None:
-    """Where a fine-tuning run started: the source run and the wall/steps it took to its best."""
+    """Where a fine-tuning run started: the source run and the wall/steps it took to its best.
+
+    A source that is itself a fine-tune counts its own source too (``chain``: the runs from the
+    nearest source back to the fresh one), so steps and wall-clock are those from scratch.
+    """
     init = rc.get("init_from")
     if not init:
         return None
-    out = {"run": os.path.basename(init["path"]), "step": init.get("step")}
+    out = {"run": os.path.basename(init["path"]), "step": init.get("step"),
+           "chain": [os.path.basename(init["path"])]}
     try:
         rows = _read_progress(init["path"])
         at = next(r for r in rows if int(_float(r["step"])) == init.get("step"))
         out["wall_s"] = _float(at["wall"])
     except (OSError, StopIteration):  # the source directory is gone: steps only
         out["wall_s"] = None
+    try:
+        upstream = _source(read_run_config(os.path.join(init["path"], RUN_CONFIG)))
+    except (OSError, ValueError):  # the source directory is gone: this link only
+        upstream = None
+    if upstream is not None:
+        out["chain"] += upstream["chain"]
+        if out["step"] is not None and upstream["step"] is not None:
+            out["step"] += upstream["step"]
+        out["wall_s"] = (None if out["wall_s"] is None or upstream["wall_s"] is None
+                         else out["wall_s"] + upstream["wall_s"])
     return out
 
 

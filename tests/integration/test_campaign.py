@@ -124,6 +124,22 @@ def test_the_fine_tuning_run_starts_from_its_source_best(campaign_dir):
     assert s["init_from"]["step"] == record["step"] and s["init_from"]["wall_s"] > 0
 
 
+def test_a_fine_tune_of_a_fine_tune_counts_its_whole_chain_from_scratch(campaign_dir):
+    from scripts.campaign.summary import _read_progress, _source
+
+    _, campaign, interrupted = campaign_dir
+    ft = find_run_dir(campaign.run_parent(campaign.entries[1], 1))
+    ft_row = _read_progress(ft)[-1]  # a second fine-tune from ft's last evaluated update
+    rc = json.loads(pathlib.Path(ft, "config.json").read_text())
+    rc["init_from"] = dict(rc["init_from"], path=ft, step=int(float(ft_row["step"])))
+    base = json.loads(pathlib.Path(ft, "config.json").read_text())["init_from"]
+    base_row = next(r for r in _read_progress(interrupted) if int(float(r["step"])) == base["step"])
+    src = _source(rc)
+    assert src["chain"] == [os.path.basename(ft), os.path.basename(interrupted)]
+    assert src["step"] == int(float(ft_row["step"])) + base["step"]
+    assert src["wall_s"] == float(ft_row["wall"]) + float(base_row["wall"])
+
+
 @pytest.mark.parametrize("entry", ["base", "ft"])
 def test_committed_pulses_repropagate_to_their_summary(campaign_dir, entry):
     root, _, _ = campaign_dir
