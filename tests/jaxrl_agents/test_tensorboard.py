@@ -131,3 +131,19 @@ def test_a_malformed_tensorboard_key_is_named(tmp_path):
         json.dump({**rc, "tensorboard": "yes"}, f)
     with pytest.raises(ValueError, match="config.json: tensorboard: expected true or false"):
         trainer.resume(res.run_dirs[0], progress="off")
+
+
+def test_sweep_spec_takes_tensorboard_and_names_a_bad_value(monkeypatch):
+    from jaxrl_agents.sweep import SpecError, parse_spec
+
+    def spec(**train):
+        return {"train": {"env": TOY_ENV, **train}, "space": {"config": {"lr": {"values": [1e-3]}}}}
+
+    assert parse_spec(spec(tensorboard=True)).train["tensorboard"] is True
+    # Off is no key: the sweep.json of an earlier sweep is what a rerun of it parses.
+    assert "tensorboard" not in parse_spec(spec(tensorboard=False)).train
+    with pytest.raises(SpecError, match="train.tensorboard: expected true or false, got 'yes'"):
+        parse_spec(spec(tensorboard="yes"))
+    _without_tensorboardx(monkeypatch)
+    with pytest.raises(SpecError, match=r"train.tensorboard: .*jaxrl-agents\[tensorboard\]"):
+        parse_spec(spec(tensorboard=True))

@@ -136,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import trainer  # imported late: `--help` stays instant
 
-    # The budget left once the imports are done (at least a moment: one update always runs).
+    # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
+    # update: the loop checks the deadline after each update, never before the first.
     budget = (None if args.minutes is None
-              else max(1e-3, 60 * args.minutes - (time.monotonic() - started)))
+              else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     try:
         if args.resume is not None:
             typed = [a.split("=")[0] for a in argv if a.startswith("--")]

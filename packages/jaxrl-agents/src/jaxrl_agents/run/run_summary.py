@@ -16,17 +16,24 @@ argument lists so that a test can parse them with the real parsers.
 
 from __future__ import annotations
 
+import json
 import os
 
 from .algorithms import make_config
 from .commands import Suggestion, suggest, suggest_viewer
 from .progress import format_duration
-from .run_files import RUN_CONFIG, read_run_config
+from .run_files import RUN_CONFIG
 from .tensorboard import TENSORBOARD_DIR
 
 __all__ = ["summary_block", "next_commands"]
 
 _HIDDEN = (".lock",)  # the run-directory lock file: no file of the user's
+
+
+def _config(run_dir: str) -> dict:
+    """config.json as written (every kind of run: also IPPO on a ParallelEnv, which has no group)."""
+    with open(os.path.join(run_dir, RUN_CONFIG), encoding="utf-8") as f:
+        return json.load(f)
 
 
 def _files(run_dir: str) -> str:
@@ -66,11 +73,11 @@ def summary_block(run_dirs: list[str], rows: list[list[dict[str, str]]],
         finished: whether the run trained its whole budget.
         minutes: the ``--minutes`` budget, when the run stopped at it.
     """
-    rc = read_run_config(os.path.join(run_dirs[0], RUN_CONFIG))
+    rc = _config(run_dirs[0])
     try:  # whole updates: what the run trains
         cfg = make_config(rc["algo"], rc["algo_config"])
         total = cfg.n_updates * cfg.rollout_size
-    except (ValueError, AttributeError):  # a run kind without updates of fixed size
+    except (ValueError, AttributeError, KeyError):  # a run kind without updates of fixed size
         total = rc["algo_config"].get("total_steps", 0)
     last = rows[0][-1] if rows and rows[0] else {"step": "0", "wall": "0"}
     step, wall = int(last["step"]), float(last["wall"])
@@ -81,10 +88,10 @@ def summary_block(run_dirs: list[str], rows: list[list[dict[str, str]]],
     lines = [f"{head}: {step:,} of {total:,} steps in {format_duration(wall)}{rate}"]
     several = len(run_dirs) > 1
     for d, b in zip(run_dirs, best or [None] * len(run_dirs)):
-        seed = read_run_config(os.path.join(d, RUN_CONFIG))["seed"] if several else None
+        seed = _config(d)["seed"] if several else None
         if several:
             lines.append(f"  seed {seed}")
-        lines.append(f"  best   {b or 'no evaluation yet'}")
+        lines.append(f"  best   {b or 'no evaluation recorded'}")
         lines.append(f"  run    {d}")
         lines.append(f"  files  {_files(d)}")
         for label, cmd in next_commands(d, finished, minutes):

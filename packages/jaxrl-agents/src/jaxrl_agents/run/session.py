@@ -4,9 +4,10 @@
 directories, writes config.json and builds the first train state); `Session.resume(run_dir)`
 reopens one from its last checkpoint. Either way the session then holds the locked directories,
 the compiled programs and the train state in memory, and `advance(n)` trains ``n`` more updates
-(None: to the end) and returns the `TrainResult` so far. `close()` releases the directories; it
-writes nothing, so what the checkpoint cadence has not saved yet is recomputed by a later resume,
-bit for bit. A session is a context manager::
+(None: to the end; ``time_budget``: until a wall-clock budget is spent, on a checkpoint) and
+returns the `TrainResult` so far. `close()` releases the directories; it writes none of the run's
+files (only the TensorBoard events already computed are flushed), so what the checkpoint cadence
+has not saved yet is recomputed by a later resume, bit for bit. A session is a context manager::
 
     with Session.open("ppo", "quantgate_env:make", seeds=(1, 2), checkpoint_every=8) as s:
         while not s.finished:
@@ -267,7 +268,8 @@ class Session:
     def close(self) -> None:
         """Release the run directories; closing twice is harmless.
 
-        Writes nothing: what the checkpoint cadence has not saved is recomputed by a resume.
+        Writes none of the run's files (the TensorBoard event files are flushed and closed): what
+        the checkpoint cadence has not saved is recomputed by a resume.
         """
         if self._locks is not None:
             self._run.close()  # the TensorBoard event files, flushed

@@ -18,10 +18,11 @@ it is the optional extra ``jaxrl-agents[tensorboard]``.
 checkpoint is written, so every step up to a checkpoint is on disk when the checkpoint is), which
 means a run killed after its last checkpoint leaves events of steps that the resume computes again.
 The resumed process opens a new event file that starts with a ``SessionLog.START`` at the
-checkpoint's step + 1 (tensorboardX's ``purge_step``): TensorBoard's loader then drops every event
-of a larger step written before it, so each curve continues from the checkpoint with no step
-twice. A reader that ignores that marker sees those steps twice with the same values (a resume is
-bit-identical), except ``time/steps_per_s``.
+checkpoint's step + 1 (tensorboardX's ``purge_step``): TensorBoard's loaders (its default data
+server, ``event_accumulator``) then drop every event of a larger step written before it, so each
+curve continues from the checkpoint with no step twice. A reader that ignores that marker (the
+application's ``--load_fast=false`` path, measured) sees those steps twice with the same values (a
+resume is bit-identical), except ``time/steps_per_s``.
 """
 
 from __future__ import annotations
