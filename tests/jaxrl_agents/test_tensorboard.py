@@ -76,6 +76,11 @@ def test_event_files_hold_every_row_and_resume_continues_the_curves(tmp_path):
         assert float(rows[-1]["pg_loss"]) == pytest.approx(a["train/pg_loss"][-1][1], rel=1e-6)
 
 
+def test_resume_takes_tensorboard_from_config_json(tmp_path, capsys):
+    assert cli.main(["--resume", str(tmp_path), "--tensorboard"]) == 2
+    assert "drop ['--tensorboard']" in capsys.readouterr().err
+
+
 def test_runs_without_the_flag_write_no_key_and_no_files(tmp_path):
     res = trainer.train("ppo", TOY_ENV, out=str(tmp_path), stop_after=4, **ARGS)
     d = res.run_dirs[0]

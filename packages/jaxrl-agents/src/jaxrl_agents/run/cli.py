@@ -145,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             typed = [a.split("=")[0] for a in argv if a.startswith("--")]
             others = [a for a in typed if a not in RESUME_OPTIONS]
             if others:
+                # --tensorboard included: config.json says whether the run writes event files.
                 raise ValueError(f"--resume: takes its settings from the run's config.json "
-                                 f"(only --total-steps may extend it); drop {others}")
+                                 f"(only --total-steps may extend it; --minutes and --progress "
+                                 f"apply to this command); drop {others}")
             extend = args.total_steps if {"--total-steps", "--timesteps"} & set(typed) else None
             result = trainer.resume(args.resume, progress=progress, total_steps=extend,
                                     time_budget=budget)
