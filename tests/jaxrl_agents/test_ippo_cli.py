@@ -33,7 +33,7 @@ def test_cli_ippo_lag_writes_config_history_and_policies(tmp_path, capsys):
     pol = Policy.load(str(run / "policies" / "a0"))
     probs = pol.action_probs(np.zeros(1, np.float32))
     assert probs.shape == (2,) and probs.sum() == pytest.approx(1.0, rel=1e-6)
-    assert "run directory:" in capsys.readouterr().out
+    assert f"  run    {run}" in capsys.readouterr().out  # the summary block names it
 
 
 def test_cli_rejects_bad_config_with_exit_code_2(tmp_path, capsys):

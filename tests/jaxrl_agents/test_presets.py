@@ -102,14 +102,23 @@ def test_every_update_is_evaluated_but_only_some_lines_are_printed(tmp_path, cap
             assert re.search(r"  new best JT_min < (1|1e-\d+)$", line), line
 
 
-def test_last_line_says_what_the_run_got_where_and_how_to_plot_it(tmp_path, capsys):
+def test_the_run_ends_with_a_block_saying_what_it_got_where_and_how_to_plot_it(tmp_path, capsys,
+                                                                               monkeypatch):
+    monkeypatch.delenv("UV", raising=False)  # as installed by pip (uv's spelling: test_main_output)
     run_dir, lines = _toy_run(tmp_path, capsys)
     rows = read_progress(str(run_dir / "progress.csv"))
     evals = [r for r in rows if r.get("eval_JT_min")]
     best = min(evals, key=lambda r: float(r["eval_JT_min"]))
-    last = lines[-1]
-    assert last.startswith(f"best minJT={float(best['eval_JT_min']):.3e}")
-    assert f" at step {best['step']}  run directory: {run_dir}  plot: jaxrl-plot {run_dir}" in last
+    start = next(i for i, line in enumerate(lines) if line.startswith("run finished: "))
+    head, *block = lines[start:]
+    assert re.fullmatch(r"run finished: 5,120 of 5,120 steps in \d+s \([\d,]+ steps/s, "
+                        r"compilation included\)", head), head
+    assert block[0].startswith(f"  best   minJT={float(best['eval_JT_min']):.3e}")
+    assert block[0].endswith(f" at step {best['step']}")
+    assert block[1:] == [f"  run    {run_dir}",
+                         "  files  best_policy/  checkpoint.npz  config.json  evals.npz  "
+                         "last_policy/  progress.csv",
+                         f"  plot   jaxrl-plot {run_dir}"]  # matplotlib is installed here
 
 
 @pytest.mark.parametrize("algo", ["ppo", "trpo"])

@@ -59,7 +59,7 @@ def _log(sweep_dir, trial_id):
 
 @pytest.mark.slow  # kept out of the default run for its 15-minute budget
 def test_grid_of_two_trials(local_ray, tmp_path):
-    spec = parse_spec({"name": "grid", "out": str(tmp_path), "train": TRAIN,
+    spec = parse_spec({"name": "grid", "out": str(tmp_path), "train": {**TRAIN, "tensorboard": True},
                        "space": {"config": {"lr": {"values": [1e-3, 3e-3]}}}})
     rows = run_sweep(spec, progress="lines")
     sweep = spec.sweep_dir
@@ -78,6 +78,14 @@ def test_grid_of_two_trials(local_ray, tmp_path):
             assert rc["algo_config"]["lr"] == json.loads(r["config.lr"])
             progress = read_progress(os.path.join(d, "progress.csv"))
             assert [int(p["step"]) for p in progress] == list(range(64, 513, 64))
+            # train.tensorboard: each trial's run directories have their TensorBoard curves,
+            # every segment's rows in them (tensorboard is in the test group: the real reader)
+            assert rc["tensorboard"] is True
+            from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+            acc = EventAccumulator(os.path.join(d, "tensorboard"))
+            acc.Reload()
+            assert [e.step for e in acc.Scalars("train/pg_loss")] == list(range(64, 513, 64))
             best.append(min(float(p["eval_JT_min"]) for p in progress if "eval_JT_min" in p))
             # a normal run directory: --resume sees a finished run and trains nothing
             assert trainer.resume(d, progress="off").finished

@@ -5,12 +5,13 @@ Each raises ValueError naming the argument, what was expected and what arrived.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["PROGRESS_CHOICES", "check_seeds", "check_pos_int", "check_tag", "check_env_options",
-           "check_progress", "check_argv", "check_stop_after"]
+           "check_progress", "check_argv", "check_stop_after", "check_time_budget"]
 
 PROGRESS_CHOICES = (None, "bar", "lines", "off")
 
@@ -79,3 +80,14 @@ def check_stop_after(stop_after) -> int | None:
     """None, or a positive number of updates."""
     return None if stop_after is None else check_pos_int("stop_after", stop_after)
 
+
+
+def check_time_budget(seconds) -> float | None:
+    """None, or a positive finite number of seconds."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"time_budget: expected a positive finite number of seconds, got "
+                         f"{seconds!r}")
+    return float(seconds)

@@ -2,7 +2,9 @@
 
 Examples::
 
-    jaxrl-train                                   # ~3 min PPO demo: a perfect entangler forms
+    jaxrl-train                                   # ~5 min PPO demo: a perfect entangler forms
+    jaxrl-train --minutes 3                       # the same, stopped cleanly after 3 minutes
+    jaxrl-train --tensorboard                     # also TensorBoard event files (RUN/tensorboard/)
     jaxrl-train --preset fast --seed 7            # J_T < 1e-3 in about 10 minutes on 2 cores
     jaxrl-train --algo trpo --preset paper --seed 123 --tag paper   # the paper's run, 20M steps
     jaxrl-train --algo ppo --seeds 1 2 3 --activation relu --env-option max_drift=0.05
@@ -16,6 +18,11 @@ A preset (presets.py) sets the hyper-parameters, the step budget and the evaluat
 hyper-parameters). Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``,
 ``--hidden 128 128``, ...) and overrides the preset.
 
+The output: evaluation lines above one live status line (plain status lines when stdout is not a
+terminal), then a summary block: steps, wall time, steps/s, the best evaluation, the run directory
+and its files, and the commands to plot, watch (``--tensorboard``) or continue the run, spelled for
+uv under ``uv run`` and for pip otherwise (run_summary.py, commands.py).
+
 Errors are one line on stderr: exit 2 for bad input, a corrupt or incomplete run directory, or a run
 directory in use by another process; exit 1 when training stopped on non-finite values or a file
 could not be written.
@@ -25,8 +32,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
+import math
 import sys
+import time
 
 from ..common.envs import parse_env_options
 from ..common.fileio import describe_os_error
@@ -37,8 +45,8 @@ from .presets import DEFAULT_PRESET, PRESETS, get_preset
 __all__ = ["main", "build_parser"]
 
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
-PLOT_COMMAND = "jaxrl-plot"
-PLOT_INSTALL = 'pip install "jaxrl-agents[plot]"'
+# Options a resume takes from its own command line; the rest comes from the run's config.json.
+RESUME_OPTIONS = {"--resume", "--progress", "--total-steps", "--timesteps", "--minutes"}
 
 
 def build_parser(algo: str) -> argparse.ArgumentParser:
@@ -76,7 +84,16 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="parent directory of run directories")
     run.add_argument("--tag", default="", help="suffix of the run directory name")
     run.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto",
-                     help="progress display (auto: bar on a terminal, plain lines otherwise)")
+                     help="progress display (auto: one live status line when stdout is a "
+                          "terminal, plain lines otherwise; bar: the live line)")
+    run.add_argument("--minutes", type=float, default=None, metavar="M",
+                     help="wall-clock budget of this command: stop at the first update boundary "
+                          "after M minutes, on a checkpoint (--resume RUN continues it "
+                          "bit-identically)")
+    run.add_argument("--tensorboard", action="store_true",
+                     help="also write TensorBoard event files into RUN/tensorboard/ (evaluation "
+                          "fields, losses, KL, entropy or std, steps/s against env steps; needs "
+                          "the extra jaxrl-agents[tensorboard]); a resume keeps writing them")
     run.add_argument("--init-from", metavar="DIR", default=None,
                      help="start every seed from this run's best policy (or a policy directory): "
                           "a fine-tuning phase with its own config, optimiser and run directory; "
@@ -99,6 +116,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``jaxrl-train``. Returns the process exit code."""
+    started = time.monotonic()  # --minutes counts from here: what the user waits for
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default="ppo")
@@ -111,19 +129,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(known.algo)
     args = parser.parse_args(argv)
     progress = None if args.progress == "auto" else args.progress
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
+        print(f"jaxrl-train: error: --minutes: expected a positive number of minutes, got "
+              f"{args.minutes!r}", file=sys.stderr)
+        return 2
 
     from . import trainer  # imported late: `--help` stays instant
 
+    # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
+    # update: the loop checks the deadline after each update, never before the first.
+    budget = (None if args.minutes is None
+              else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     try:
         if args.resume is not None:
-            allowed = {"--resume", "--progress", "--total-steps", "--timesteps"}
             typed = [a.split("=")[0] for a in argv if a.startswith("--")]
-            others = [a for a in typed if a not in allowed]
+            others = [a for a in typed if a not in RESUME_OPTIONS]
             if others:
+                # --tensorboard included: config.json says whether the run writes event files.
                 raise ValueError(f"--resume: takes its settings from the run's config.json "
-                                 f"(only --total-steps may extend it); drop {others}")
+                                 f"(only --total-steps may extend it; --minutes and --progress "
+                                 f"apply to this command); drop {others}")
             extend = args.total_steps if {"--total-steps", "--timesteps"} & set(typed) else None
-            result = trainer.resume(args.resume, progress=progress, total_steps=extend)
+            result = trainer.resume(args.resume, progress=progress, total_steps=extend,
+                                    time_budget=budget)
         else:
             preset = get_preset(canonical_name(args.algo), args.preset)
             typed = {f.name: getattr(args, f"cfg_{f.name}")
@@ -145,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                 report_every=args.report_every,
                 preset=preset.name, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
-                argv=["jaxrl-train", *argv], init_from=args.init_from)
+                argv=["jaxrl-train", *argv], init_from=args.init_from,
+                tensorboard=args.tensorboard, time_budget=budget)
     except ValueError as e:  # bad input, a corrupt run file, a run directory in use
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 2
@@ -156,18 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
               f"intact)", file=sys.stderr)
         return 1
-    for d, best in zip(result.run_dirs, result.best or [None] * len(result.run_dirs)):
-        print(result_line(d, best))
+    from .run_summary import summary_block
+
+    print(summary_block(result.run_dirs, result.rows, result.best, result.finished,
+                        args.minutes if not result.finished else None), flush=True)
     return 0
-
-
-def result_line(run_dir: str, best: str | None) -> str:
-    """The last line of a run: what it got (its best evaluation), where, and how to plot it."""
-    got = f"best {best}  " if best else ""
-    plot = f"{PLOT_COMMAND} {run_dir}"
-    if importlib.util.find_spec("matplotlib") is None:  # the lean install has no plotting
-        plot += f"  (needs matplotlib: {PLOT_INSTALL})"
-    return f"{got}run directory: {run_dir}  plot: {plot}"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Each update is one compiled call over every seed; after it the loop reads the stats (the one host
 sync per update), stops on a non-finite update before writing anything of it, records the rows,
 evaluates on the evaluation cadence (queued before the sync, so the device runs it while the host
-formats rows), prints the chosen evaluation lines, and checkpoints on the checkpoint cadence.
+formats rows), prints the chosen evaluation lines, and checkpoints on the checkpoint cadence. With
+``tensorboard`` each row also goes to the seed's TensorBoard event file (tensorboard.py); with a
+deadline the loop stops at the first update boundary past it, on a checkpoint.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class Run:
 
     def __init__(self, algo: str, cfg: AlgoConfig, env, env_spec: str | None, env_options: dict,
                  seeds: tuple[int, ...], run_dirs: list[str], eval_every: int,
-                 checkpoint_every: int, progress: str | None, report_every: int | None = None):
+                 checkpoint_every: int, progress: str | None, report_every: int | None = None,
+                 tensorboard: bool = False):
         self.algo, self.cfg, self.env = algo, cfg, env
         self.env_spec, self.env_options = env_spec, env_options
         self.seeds, self.run_dirs = seeds, run_dirs
@@ -56,6 +59,26 @@ class Run:
         # A multi-agent core may have no eval_params (optional in its contract): train params.
         self.eval_params = getattr(env, "eval_params", env.default_params)
         self.seed_keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+        self.tensorboard = tensorboard
+        self._tb = None  # one TensorBoardLog per seed, opened by the first advance
+        self.stopped_at_deadline = False  # the last advance stopped at its deadline
+
+    def _tensorboard_logs(self):
+        """The seeds' event files (opened once per process: at the first advance)."""
+        if self.tensorboard and self._tb is None:
+            from .tensorboard import TensorBoardLog
+
+            # A resumed run starts its event file at its checkpoint (see tensorboard.py).
+            resume_step = (self.checkpoint_update * self.cfg.rollout_size
+                           if self.checkpoint_update else None)
+            self._tb = [TensorBoardLog(d, resume_step) for d in self.run_dirs]
+        return self._tb or []
+
+    def close(self) -> None:
+        """Close the TensorBoard event files (nothing else is open)."""
+        for tb in self._tb or []:
+            tb.close()
+        self._tb = None
 
     def template(self):
         """A fresh train state: the structure, shapes and dtypes a checkpoint must match."""
@@ -112,6 +135,8 @@ class Run:
     def _checkpoint(self, state, update: int, wall: float) -> None:
         for rec in self.records:
             rec.save()  # progress.csv and evals.npz must cover every update up to the checkpoint
+        for tb in self._tb or []:
+            tb.flush()  # likewise the event files: a resume never writes those steps again
         meta = {"update": update, "step": update * self.cfg.rollout_size, "wall": wall,
                 "seeds": list(self.seeds), "best": [r.best for r in self.records],
                 "best_step": [r.best_step for r in self.records]}
@@ -123,6 +148,8 @@ class Run:
         """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
         for rec in self.records:
             rec.save()
+        for tb in self._tb or []:
+            tb.flush()
         bad = [self.seeds[s] for s in np.flatnonzero(~finite)]
         s0 = int(np.flatnonzero(~finite)[0])
         names = sorted(k for k, v in stats.items()
@@ -139,7 +166,8 @@ class Run:
         return NonFiniteError(msg, update, update * rs, bad, self.checkpoint_update,
                               list(self.run_dirs))
 
-    def advance(self, state, start_update: int, wall_offset: float, n: int | None):
+    def advance(self, state, start_update: int, wall_offset: float, n: int | None,
+                deadline: float | None = None):
         """Train updates ``start_update + 1`` ... to the end of the run, or `n` of them.
 
         Args:
@@ -148,17 +176,23 @@ class Run:
             start_update: updates done so far.
             wall_offset: seconds of training so far (the ``wall`` column continues from it).
             n: updates to train; None: to the end of the run.
+            deadline: a ``time.monotonic()`` time: the first update that ends past it is the
+                last one, and a checkpoint is written there (``stopped_at_deadline`` tells). At
+                least one update is trained. None: no deadline.
 
         Returns:
             (state on the device, updates done, wall seconds). Updates past the last checkpoint
             are not written (a resume recomputes them), except the run's last, which writes
-            everything.
+            everything, and the one a deadline stops at.
         """
         cfg = self.cfg
         n_updates = cfg.n_updates
         end = n_updates if n is None else min(n_updates, start_update + n)
         reporter = ProgressReporter(n_updates * cfg.rollout_size, start_update * cfg.rollout_size,
-                                    self.progress_mode, score_name=self.evaluation.score)
+                                    self.progress_mode, score_name=self.evaluation.score,
+                                    score_mode=self.evaluation.score_mode)
+        tb_logs = self._tensorboard_logs()
+        self.stopped_at_deadline = False
         state = jax.tree_util.tree_map(jnp.asarray, state)
         t0 = time.perf_counter()
         try:
@@ -186,14 +220,24 @@ class Run:
                     jt = self._evaluate(episodes, state, step, wall, rows, reporter, report)
                 for rec, row in zip(self.records, rows):
                     rec.rows.append(row)
-                if (i + 1) % self.checkpoint_every == 0 or last:
+                for tb, row in zip(tb_logs, rows):
+                    tb.add_row(row)
+                # Checked after the update, so every call trains at least one.
+                stop = deadline is not None and not last and i + 1 < end and \
+                    time.monotonic() >= deadline
+                if (i + 1) % self.checkpoint_every == 0 or last or stop:
                     self._checkpoint(state, i + 1, wall)
                 elif (i + 1) % CSV_FLUSH_EVERY == 0:
                     for rec in self.records:
                         rec.flush()
                 reporter.update(step, jt)
+                if stop:
+                    end, self.stopped_at_deadline = i + 1, True
+                    break
         finally:
             reporter.close()
+            for tb in tb_logs:
+                tb.flush()  # a stop, an error: what was computed is on disk (a resume purges it)
         return state, end, wall_offset + time.perf_counter() - t0
 
     def result(self, state, finished: bool) -> TrainResult:

@@ -202,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"replace {' and '.join(FIGURES)} if the output directory holds them")
     args = p.parse_args(argv)
     if importlib.util.find_spec("matplotlib") is None:
-        print(f"jaxrl-plot: error: matplotlib is not installed: pip install "
-              f"\"jaxrl-agents[plot]\", or with uv: uv run --with matplotlib jaxrl-plot "
-              f"{args.run_dir}", file=sys.stderr)
+        from .commands import install_extra
+
+        print(f"jaxrl-plot: error: matplotlib is not installed (the extra jaxrl-agents[plot]): "
+              f"{install_extra('plot', ['jaxrl-plot', args.run_dir])}", file=sys.stderr)
         return 2
     try:
         for path in plot_run(args.run_dir, args.out, overwrite=args.force):

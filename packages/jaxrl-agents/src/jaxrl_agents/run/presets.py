@@ -7,8 +7,10 @@ never depends on this table after it started.
 - ``paper``: the paper's hyper-parameters (each config class's defaults) and its 20M-step budget.
 - ``fast``: what the measurements in bench/README.md ("Time to a gate") found to reach an
   evaluation J_T < 1e-3 soonest in wall-clock on a 2-core laptop CPU.
-- ``demo`` (the no-argument run): ``fast``'s hyper-parameters on a budget of about three minutes
-  on 2 cores, long enough to watch a perfect entangler form.
+- ``demo`` (the no-argument run): ``fast``'s hyper-parameters on a budget long enough to watch a
+  perfect entangler form: PPO's 4.5M steps take about 5 minutes on 2 cores (~16k steps/s plus
+  compilation; 4.8 minutes measured), TRPO's 4.1M about 8 (its ~8,600 steps/s in bench/).
+  ``--minutes`` cuts any run short, resumably.
 
 IPPO and IPPO-Lagrangian have only ``demo`` (their short default run).
 """
@@ -58,7 +60,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
         "paper": Preset("paper", "the paper's PPO hyper-parameters and 20M steps", {}, 20_000_000),
         "fast": Preset("fast", "fastest wall-clock to J_T < 1e-3 found on 2 CPU cores (~10 min)",
                        _PPO_FAST, 12_288_000),
-        "demo": Preset("demo", "fast's hyper-parameters for about 3 minutes", _PPO_FAST,
+        "demo": Preset("demo", "fast's hyper-parameters for about 5 minutes", _PPO_FAST,
                        4_505_600),
     },
     "trpo": {
@@ -66,7 +68,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
                         20_000_000),
         "fast": Preset("fast", "fastest wall-clock to J_T < 1e-3 found on 2 CPU cores (~10 min)",
                        _TRPO_FAST, 12_288_000),
-        "demo": Preset("demo", "fast's hyper-parameters for about 3 minutes", _TRPO_FAST,
+        "demo": Preset("demo", "fast's hyper-parameters for about 8 minutes", _TRPO_FAST,
                        4_096_000),
     },
     "ippo": {"demo": Preset("demo", "a short run", {}, 20_000, eval_every=2_048)},

@@ -89,10 +89,17 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         check_pos_int("checkpoint_every", rc["checkpoint_every"])
         if rc.get("report_every") is not None:  # absent from older run directories
             check_pos_int("report_every", rc["report_every"])
+        tensorboard = rc.get("tensorboard", False)  # absent: a run without event files
+        if not isinstance(tensorboard, bool):
+            raise ValueError(f"tensorboard: expected true or false, got {tensorboard!r}")
     except ValueError as e:
         if str(e).startswith("total_steps") and extend:
             raise
         raise ValueError(f"{path}: {e}") from None
+    if tensorboard:  # before anything compiles: the run was started with --tensorboard
+        from .tensorboard import require_tensorboardx
+
+        require_tensorboardx(f"resume: {run_dir!r} writes TensorBoard files (--tensorboard)")
     _, header = read_checkpoint(ckpt)
     meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
     if extend and cfg.n_updates < meta["update"]:
@@ -107,7 +114,8 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     else:
         check_env(env)
     run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]), run_dirs,
-              rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"))
+              rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"),
+              tensorboard)
     state, meta = load_checkpoint(ckpt, run.template())
     run.checkpoint_update = meta["update"]
     if extend:

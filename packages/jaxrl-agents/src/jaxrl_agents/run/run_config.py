@@ -72,7 +72,7 @@ def run_record(algo: str, env_spec: str | None, env_options: dict, env_obj, cfg,
 
 def write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
                       eval_every, checkpoint_every, tag, out, argv, report_every=None,
-                      preset=None, init_from=None) -> None:
+                      preset=None, init_from=None, tensorboard=False) -> None:
     """Write config.json of every seed's run directory of a new compiled run."""
     base = run_record(algo, env_spec, env_options, env_obj, cfg, seeds, tag, out, argv)
     # The group is found again on resume by this id (and the directory names as a first guess),
@@ -87,7 +87,9 @@ def write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model
             "devices": [str(x) for x in jax.devices()],
             "precision": {"x64": True, "network": "float32"},
             # Only fine-tuning runs carry the key: earlier config.json files stay as they were.
-            **({"init_from": init_from} if init_from is not None else {})})
+            **({"init_from": init_from} if init_from is not None else {}),
+            # Likewise "tensorboard" (a resume keeps writing event files); a missing key is off.
+            **({"tensorboard": True} if tensorboard else {})})
 
 
 def record_extension(run_dirs: list[str], configs: list[dict], old_total: int, new_total: int,

@@ -4,9 +4,10 @@
 directories, writes config.json and builds the first train state); `Session.resume(run_dir)`
 reopens one from its last checkpoint. Either way the session then holds the locked directories,
 the compiled programs and the train state in memory, and `advance(n)` trains ``n`` more updates
-(None: to the end) and returns the `TrainResult` so far. `close()` releases the directories; it
-writes nothing, so what the checkpoint cadence has not saved yet is recomputed by a later resume,
-bit for bit. A session is a context manager::
+(None: to the end; ``time_budget``: until a wall-clock budget is spent, on a checkpoint) and
+returns the `TrainResult` so far. `close()` releases the directories; it writes none of the run's
+files (only the TensorBoard events already computed are flushed), so what the checkpoint cadence
+has not saved yet is recomputed by a later resume, bit for bit. A session is a context manager::
 
     with Session.open("ppo", "quantgate_env:make", seeds=(1, 2), checkpoint_every=8) as s:
         while not s.finished:
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from typing import Any
 
 import jax
@@ -28,7 +30,15 @@ from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV
 from ..common.fileio import lock_directory
 from .algorithms import ALGORITHMS, canonical_name, get_algorithm, make_config
-from .checks import check_argv, check_env_options, check_pos_int, check_progress, check_seeds, check_tag
+from .checks import (
+    check_argv,
+    check_env_options,
+    check_pos_int,
+    check_progress,
+    check_seeds,
+    check_tag,
+    check_time_budget,
+)
 from .init_from import load_init_params
 from .loop import Run
 from .results import TrainResult
@@ -65,6 +75,7 @@ class NewRun:
     model: Any = None
     init_params: Any = None
     init_record: Any = None
+    tensorboard: bool = False
 
 
 def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
@@ -73,7 +84,8 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
                  checkpoint_every: int = 25, progress: str | None = None,
                  argv: list[str] | None = None, network=None,
                  network_options: dict | None = None, report_every: int | None = None,
-                 preset: str | None = None, init_from: str | None = None) -> NewRun:
+                 preset: str | None = None, init_from: str | None = None,
+                 tensorboard: bool = False) -> NewRun:
     """Check the arguments of a new run and build its environment (arguments as `trainer.train`).
 
     Raises ValueError before anything is created or compiled. Call under ``jax.enable_x64(True)``
@@ -100,6 +112,13 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
     plan.env_options = check_env_options(env_options)
     plan.progress = check_progress(progress)
     plan.argv = check_argv(argv)
+    if not isinstance(tensorboard, bool):
+        raise ValueError(f"tensorboard: expected True or False, got {tensorboard!r}")
+    if tensorboard:
+        from .tensorboard import require_tensorboardx
+
+        require_tensorboardx()
+    plan.tensorboard = tensorboard
     entry = get_algorithm(algo)
     plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
     if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints
@@ -159,9 +178,11 @@ class Session:
                     locks.enter_context(lock_directory(d))
                 write_run_configs(run_dirs, p.algo, p.env_spec, p.env_options, p.env_obj, p.cfg,
                                   p.model, p.seeds, p.eval_every, p.checkpoint_every, p.tag,
-                                  p.out, p.argv, p.report_every, p.preset, p.init_record)
+                                  p.out, p.argv, p.report_every, p.preset, p.init_record,
+                                  p.tensorboard)
                 run = Run(p.algo, p.cfg, p.env_obj, p.env_spec, p.env_options, p.seeds, run_dirs,
-                          p.eval_every, p.checkpoint_every, p.progress, p.report_every)
+                          p.eval_every, p.checkpoint_every, p.progress, p.report_every,
+                          p.tensorboard)
                 state = (run.compiled.init(run.seed_keys, run.train_params)
                          if p.init_params is None
                          else run.compiled.init(run.seed_keys, run.train_params, p.init_params))
@@ -205,12 +226,18 @@ class Session:
         """Whether every update of the run has been trained."""
         return self.update >= self.n_updates
 
-    def advance(self, n_updates: int | None = None) -> TrainResult:
+    def advance(self, n_updates: int | None = None, time_budget: float | None = None) -> TrainResult:
         """Train `n_updates` more updates (None, or more than remain: to the end of the run).
 
         Checkpoints, evaluations and progress rows follow the run's cadences; the last update of
         the run writes everything. Returns the `TrainResult` so far (``finished`` once the run
         is complete).
+
+        Args:
+            n_updates: updates to train (None: to the end).
+            time_budget: seconds of wall-clock from this call: the first update that ends past
+                it is the last, and it is checkpointed, so the run stops cleanly and resumes
+                bit-identically (``stopped_at_deadline`` tells). None: no budget.
 
         Raises:
             NonFiniteError: an update gave non-finite values (the session is then unusable:
@@ -224,11 +251,13 @@ class Session:
                              "the run from its checkpoint")
         if n_updates is not None:
             n_updates = check_pos_int("n_updates", n_updates)
+        time_budget = check_time_budget(time_budget)
+        deadline = None if time_budget is None else time.monotonic() + time_budget
         if not self.finished:
             self._broken = True  # until the updates are done: the input state is donated
             with jax.enable_x64(True):
                 self._state, self.update, self._wall = self._run.advance(
-                    self._state, self.update, self._wall, n_updates)
+                    self._state, self.update, self._wall, n_updates, deadline)
             self._broken = False
         return self.result()
 
@@ -239,9 +268,11 @@ class Session:
     def close(self) -> None:
         """Release the run directories; closing twice is harmless.
 
-        Writes nothing: what the checkpoint cadence has not saved is recomputed by a resume.
+        Writes none of the run's files (the TensorBoard event files are flushed and closed): what
+        the checkpoint cadence has not saved is recomputed by a resume.
         """
         if self._locks is not None:
+            self._run.close()  # the TensorBoard event files, flushed
             self._locks.close()
             self._locks = None
 
@@ -250,6 +281,11 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @property
+    def stopped_at_deadline(self) -> bool:
+        """Whether the last `advance` stopped at its time budget (on a checkpoint)."""
+        return self._run.stopped_at_deadline
 
     @property
     def checkpoint_update(self) -> int:

@@ -15,6 +15,7 @@ compiled once. Each seed still gets its own run directory (so every tool reads o
         best_policy/     policy with the best evaluation so far (the env's evaluation score:
                          highest eval return for environments that describe none)
         last_policy/     policy at the latest evaluation
+        tensorboard/     TensorBoard event files, with ``tensorboard=True`` (tensorboard.py)
 
 evals.npz and the two policies are written with each checkpoint (and at the end), progress.csv
 also every 10 updates: evaluating after every update stays cheap, and what a crash loses beyond
@@ -43,7 +44,7 @@ import jax
 
 from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV, load_env
-from .checks import check_stop_after
+from .checks import check_stop_after, check_time_budget
 from .records import decade_crossed, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_config import run_record
@@ -60,7 +61,8 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           progress: str | None = None, argv: list[str] | None = None,
           stop_after: int | None = None, network=None,
           network_options: dict | None = None, report_every: int | None = None,
-          preset: str | None = None, init_from: str | None = None) -> TrainResult:
+          preset: str | None = None, init_from: str | None = None, tensorboard: bool = False,
+          time_budget: float | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
     One `advance()` of a `session.Session` (IPPO on a PettingZoo ParallelEnv stepped from Python,
@@ -93,6 +95,12 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         init_from: a run directory (its best policy) or a policy directory whose parameters
             every seed starts from, for a fine-tuning phase (`init_from.load_init_params`); the
             config's nonzero ``log_std_init`` replaces the policy's learned std. PPO and TRPO.
+        tensorboard: also write TensorBoard event files into ``<run_dir>/tensorboard/``
+            (needs tensorboardX, the extra ``jaxrl-agents[tensorboard]``); recorded in
+            config.json, so a resume keeps writing them.
+        time_budget: seconds of wall-clock from when training starts: the first update that
+            ends past it is the last, checkpointed (``finished`` is then False and `resume`
+            continues bit-identically). None: no budget.
 
     Returns:
         `TrainResult`.
@@ -104,18 +112,20 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             far is intact (atomic writes).
     """
     stop_after = check_stop_after(stop_after)
+    time_budget = check_time_budget(time_budget)
     with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
         plan = plan_new_run(algo, env, env_options, config, seeds, eval_every, out, tag,
                             checkpoint_every, progress, argv, network, network_options,
-                            report_every, preset, init_from)
+                            report_every, preset, init_from, tensorboard)
         if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
             return _train_parallel(plan)
     with Session.start(plan) as session:
-        return session.advance(stop_after)
+        return session.advance(stop_after, time_budget)
 
 
 def resume(run_dir: str, env: Any = None, progress: str | None = None,
-           stop_after: int | None = None, total_steps: int | None = None) -> TrainResult:
+           stop_after: int | None = None, total_steps: int | None = None,
+           time_budget: float | None = None) -> TrainResult:
     """Continue an interrupted run (and its seed group) from its last checkpoint.
 
     One `advance()` of `session.Session.resume`. Every file the resume reads is checked first,
@@ -134,6 +144,7 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
             decay then follows the new budget from the checkpoint on, so an extended run is not
             the same as one started with that budget; each config.json records the extension.
             None keeps the run's budget (and resume reproduces the uninterrupted run exactly).
+        time_budget: as in `train`.
 
     Raises:
         ValueError: not a run directory, a file that is corrupt or misses history (named in the
@@ -142,8 +153,9 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
         NonFiniteError, OSError: as in `train`.
     """
     stop_after = check_stop_after(stop_after)
+    time_budget = check_time_budget(time_budget)
     with Session.resume(run_dir, env, progress, total_steps) as session:
-        return session.advance(stop_after)
+        return session.advance(stop_after, time_budget)
 
 
 def _train_parallel(plan) -> TrainResult:
@@ -153,6 +165,10 @@ def _train_parallel(plan) -> TrainResult:
 
     algo, env, env_spec, env_options, cfg, seeds = (plan.algo, plan.env, plan.env_spec,
                                                     plan.env_options, plan.cfg, plan.seeds)
+    if plan.tensorboard:
+        raise ValueError("tensorboard: an IPPO run on a PettingZoo ParallelEnv stepped from Python "
+                         "writes progress.csv and history.json only; train on the env's "
+                         "functional core for TensorBoard files")
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
     check_parallel_env(obj)
     if len(seeds) != 1:

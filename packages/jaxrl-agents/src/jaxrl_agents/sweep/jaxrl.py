@@ -16,9 +16,11 @@ from ..run.algorithms import ALGORITHMS, get_algorithm, make_config
 from ..run.results import NonFiniteError
 from ..run.run_config import write_run_config
 from ..run.session import Session
+from ..run.tensorboard import require_tensorboardx
 
 __all__ = ["Session", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
-           "load_env", "config_class", "algorithm_names", "env_score", "DEFAULT_ENV"]
+           "load_env", "config_class", "algorithm_names", "env_score", "DEFAULT_ENV",
+           "require_tensorboardx"]
 
 
 def config_class(algo: str):

@@ -35,7 +35,8 @@ _OWNED_TRAIN_KEYS = ("out", "tag", "checkpoint_every", "progress", "resume", "se
 _TOP_KEYS = {"name", "out", "metric", "reduce", "seeds_reduce", "mode", "method", "num_samples",
              "random_seed", "cpus_per_trial", "num_cpus", "max_concurrent", "max_failures",
              "report_every", "train", "space", "scheduler"}
-_TRAIN_KEYS = {"algo", "env", "env_options", "config", "seeds", "total_steps", "eval_every"}
+_TRAIN_KEYS = {"algo", "env", "env_options", "config", "seeds", "total_steps", "eval_every",
+               "tensorboard"}
 _SCHEDULER_KEYS = {
     "fifo": {"type"},
     "asha": {"type", "grace_period", "reduction_factor", "brackets"},
@@ -95,7 +96,8 @@ class SweepSpec:
     Attributes:
         name: sweep directory name under `out`.
         out: parent directory of the sweep directory.
-        train: base run: algo, env, env_options, config, seeds, total_steps, eval_every.
+        train: base run: algo, env, env_options, config, seeds, total_steps, eval_every, and
+            ``tensorboard: True`` when every trial writes TensorBoard files (absent: off).
         space: ``{"config.<field>" | "env.<option>" | "seeds": {kind: args}}``.
         method: "grid" (every combination) or "random" (`num_samples` draws).
         num_samples: repeats of the grid, or draws of a random search.
@@ -263,8 +265,18 @@ def _parse_train(t: dict) -> dict:
     _check_config("train.config", algo, {**config, "total_steps": total})
     config = jaxrl.make_config(algo, {**config, "total_steps": total}).to_dict()
     del config["total_steps"]
+    tensorboard = t.get("tensorboard", False)
+    if not isinstance(tensorboard, bool):
+        _fail("train.tensorboard", "true or false", tensorboard)
+    if tensorboard:
+        try:
+            jaxrl.require_tensorboardx("train.tensorboard")
+        except ValueError as e:
+            raise SpecError(str(e)) from None
     return {"algo": algo, "env": env, "env_options": env_options, "config": config,
-            "seeds": seeds, "total_steps": total, "eval_every": eval_every}
+            "seeds": seeds, "total_steps": total, "eval_every": eval_every,
+            # Only when on: the sweep.json of earlier sweeps stays what a rerun parses.
+            **({"tensorboard": True} if tensorboard else {})}
 
 
 def _seed_list(path: str, value: Any) -> list[int]:

@@ -216,7 +216,8 @@ def run_trial(config: dict, *, sweep_dir: str, spec_json: dict) -> None:
             s["algo"], s["env"], env_options=s["env_options"], config=s["config"],
             seeds=s["seeds"], eval_every=s["eval_every"], out=root, tag=trial_id,
             checkpoint_every=seg, progress="off",
-            argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id])
+            argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id],
+            tensorboard=spec.train.get("tensorboard", False))
     else:
         session = jaxrl.Session.resume(group[0], progress="off")
     with session:
