@@ -1,16 +1,16 @@
 """IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv.
 
-Or, compiled, on a functional multi-agent core; see compiled.py.
+Or on a functional multi-agent core, through the compiled programs the trainer runs (programs.py).
 
 Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
 same network definition are *computed* together (their parameters stacked and the update vmapped),
 which changes nothing mathematically. One training cycle = collect a rollout of `n_steps`
-environment steps, then update every agent on its own transitions (update.make_agent_update).
+environment steps, then update every agent on its own transitions (learn.make_group_learn).
 
 Budget: ``train(env, timesteps)`` takes `timesteps` environment steps (each gives one transition per
 agent). The last rollout is shortened to end exactly at the budget, and the learning-rate annealing
 divides by the exact number of optimiser applications of the whole run, including that short
-rollout and any reduced minibatch count (update.optimizer_applications).
+rollout and any reduced minibatch count (learn.optimizer_applications).
 """
 
 from __future__ import annotations
@@ -22,13 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .compiled import train_compiled
+from .agent_axis import group_agents, unstack_params
 from .config import IPPOConfig, validate_ippo_config
-from .rollout import ParallelRunner, check_parallel_env, group_agents, unstack_params
+from .learn import init_group_state, make_group_learn, optimizer_applications, steps_per_update
+from .programs import agent_params, history_row, programs
+from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, MARLPolicy
-from .update import init_group_state, make_agent_update, optimizer_applications, steps_per_update
 
 __all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "is_functional_marl_env"]
 
@@ -80,9 +82,8 @@ def is_functional_marl_env(env) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _compiled_group_update(model, cfg: IPPOConfig, lagrangian: bool):
-    """jit(vmap over the G agents of a group) of the one-agent update."""
-    upd = make_agent_update(model, cfg, lagrangian)
-    return jax.jit(jax.vmap(upd, in_axes=(0, 0, 0, 0, 0, None, None)))
+    """The jitted `learn.make_group_learn` (PPO's learning step vmapped over a group's agents)."""
+    return jax.jit(make_group_learn(model, cfg, lagrangian))
 
 
 def _mean_or_nan(xs) -> float:
@@ -140,9 +141,9 @@ class IPPO:
         cfg = self.cfg
         core = getattr(env, "core", None) if cfg.n_envs > 1 else None
         if is_functional_marl_env(env) or is_functional_marl_env(core):
-            out = train_compiled(cfg, self.seed, self.lagrangian, env if core is None else core,
-                                 timesteps, progress_callback)
-            return self._result(*out)
+            with jax.enable_x64(True):  # as the trainer: the physics is float64 (design.md)
+                return self._train_core(env if core is None else core, timesteps,
+                                        progress_callback)
         agents = check_parallel_env(env)
         if cfg.n_envs != 1:
             raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
@@ -196,6 +197,30 @@ class IPPO:
             for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
                 params[a] = jax.device_get(pa)
         return self._result(params, spaces_, history, timesteps, lam, agents)
+
+    def _train_core(self, core, timesteps, progress_callback) -> IPPOResult:
+        """The trainer's programs (`programs.programs`) for one seed; whole updates only."""
+        cfg = self.cfg
+        per_update = cfg.n_envs * cfg.n_steps
+        n_updates = timesteps // per_update
+        if n_updates < 1:
+            raise ValueError(f"timesteps: the compiled path runs whole updates of n_envs * n_steps "
+                             f"= {per_update} environment steps; expected at least that, got "
+                             f"{timesteps}")
+        prog = programs(core, cfg, self.lagrangian)
+        agents = list(prog.agent_spaces)
+        state = prog.init(jax.random.PRNGKey(self.seed), core.default_params)
+        total_apps = jnp.int32(n_updates * prog.apps_per_update)
+        history = []
+        for i in range(n_updates):
+            state, stats = prog.update(state, core.default_params, total_apps)
+            history.append({"step": (i + 1) * per_update,
+                            "agents": history_row(agents, jax.device_get(stats))})
+            if progress_callback is not None:
+                progress_callback((i + 1) * per_update, n_updates * per_update)
+        lam = np.asarray(state.lam) if self.lagrangian else None
+        return self._result(agent_params(prog, jax.device_get(state.params)), prog.agent_spaces,
+                            history, n_updates * per_update, lam, agents)
 
     def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
         policies = {}
