@@ -8,7 +8,11 @@ variant adds a cost critic) and schedule.
 
 Optional early stop (``kl_stop``, SB3 semantics): the first minibatch whose approximate KL to the
 rollout policy exceeds `kl_stop` is not applied, and every remaining gradient step of the update
-is skipped (a `lax.cond`, so skipped steps cost nothing).
+is skipped (a `lax.cond`, so skipped steps cost nothing). ``kl_stop=None`` (IPPO) traces no KL
+check at all; PPO passes a number, ``inf`` when its ``target_kl`` is off, and keeps the check's
+select and NaN-skipping means in its program. The two programs compute the same values but XLA
+fuses them differently, so their float32 results can differ in the last bit: each algorithm keeps
+the program it always compiled (bit-identical runs before and after the shared learner).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ __all__ = ["make_learner"]
 
 
 def make_learner(loss_fn: Callable, tx: optax.GradientTransformation, n_epochs: int,
-                 n_minibatches: int, kl_stop: float = math.inf):
+                 n_minibatches: int, kl_stop: float | None = None):
     """Build ``learn(params, opt_state, data, key, first_step, lr_at) -> (params, opt_state, stats)``.
 
     Args:
@@ -36,7 +40,8 @@ def make_learner(loss_fn: Callable, tx: optax.GradientTransformation, n_epochs: 
         tx: the optimiser direction (`common.optimizer.make_optimizer`).
         n_epochs: passes over the batch.
         n_minibatches: minibatches per pass (they must divide the batch).
-        kl_stop: stop the update at the first minibatch whose approx KL exceeds this (inf: never).
+        kl_stop: stop the update at the first minibatch whose approx KL exceeds this (inf:
+            never, but the check is compiled; None: no check).
 
     Args of ``learn``:
         params: the learner's parameters (a pytree).
@@ -50,7 +55,9 @@ def make_learner(loss_fn: Callable, tx: optax.GradientTransformation, n_epochs: 
     loss's stats averaged over the minibatches that were evaluated (skipped ones carry NaN),
     ``lr`` (the last scheduled step's) and ``grad_steps`` (gradient steps applied).
     """
-    early_stop = math.isfinite(kl_stop)
+    checked = kl_stop is not None
+    early_stop = checked and math.isfinite(kl_stop)
+    mean = jnp.nanmean if checked else jnp.mean  # only a checked update can skip minibatches
 
     def learn(params, opt_state, data, key, first_step, lr_at):
         def minibatch(carry, mb, e, m):
@@ -59,8 +66,10 @@ def make_learner(loss_fn: Callable, tx: optax.GradientTransformation, n_epochs: 
 
             def take_step(_):
                 (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
-                too_far = stats["approx_kl"] > kl_stop
                 new_params, new_opt = apply_adam(tx, grads, opt_state, params, lr)
+                if not checked:
+                    return new_params, new_opt, jnp.bool_(False), stats
+                too_far = stats["approx_kl"] > kl_stop
                 keep = lambda old, new: jnp.where(too_far, old, new)  # noqa: E731
                 return (jax.tree_util.tree_map(keep, params, new_params),
                         jax.tree_util.tree_map(keep, opt_state, new_opt), too_far, stats)
@@ -81,7 +90,7 @@ def make_learner(loss_fn: Callable, tx: optax.GradientTransformation, n_epochs: 
             minibatch, (params, opt_state, jnp.bool_(False)), data, key, n_epochs, n_minibatches)
         lr_last = stats.pop("lr")[-1, -1]
         grad_steps = stats.pop("grad_steps").sum()
-        stats = {k: jnp.nanmean(v) for k, v in stats.items()}
+        stats = {k: mean(v) for k, v in stats.items()}
         stats["lr"] = lr_last
         stats["grad_steps"] = grad_steps
         return params, opt_state, stats
