@@ -248,18 +248,22 @@ class JointEnv:
         """`step` with the core's auto-reset; info: what IPPO's rollout keeps.
 
         Info (per environment): ``next_obs`` {agent: (obs_dim,)} (the observation each
-        transition reached, the finished episode's last one at a reset), ``cost`` (A,) (0 where
-        the core gives none) and ``terminated`` (A,). The returned state is the core's.
+        transition reached, the finished episode's last one at a reset), ``reward`` and ``cost``
+        {agent: ()} (cost 0 where the core gives none) and ``terminated`` (A,). Rewards and costs
+        are per agent so that a rollout holds each agent's as its own (T, N) array: XLA reduces a
+        whole array in another order than a slice of the (T, N, A) rewards, and the statistics
+        keep the numbers they always had. The returned state is the core's.
         """
         obs, state, reward, term, trunc, info = self._step(self.core.step_autoreset, key, state,
                                                            actions, params)
-        cost = []
+        cost = {}
         for a in self.agents:
             c_a = info_field(info, a, "cost")
-            cost.append(jnp.zeros((), jnp.float32) if c_a is None
-                        else jnp.asarray(c_a, jnp.float32).reshape(()))
+            cost[a] = (jnp.zeros((), jnp.float32) if c_a is None
+                       else jnp.asarray(c_a, jnp.float32).reshape(()))
         out = {"next_obs": {a: info_field(info, a, "final_obs").astype(jnp.float32)
                             for a in self.agents},
-               "cost": jnp.stack(cost), "terminated": term}
+               "reward": {a: reward[i] for i, a in enumerate(self.agents)}, "cost": cost,
+               "terminated": term}
         return obs, state, reward, term, trunc, out
 

@@ -138,14 +138,13 @@ def make_programs(core, cfg, lagrangian: bool, agent_spaces: dict):
         (env_state, obs, _), traj = collect(axis, env, params_env, s.params, s.env_state, obs,
                                             k_roll, cfg.n_steps, cfg.gamma,
                                             bootstrap_truncation=False)
-        agent_major = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731 (T, N, A) -> (T, A, N)
+        rewards, costs = traj.info["reward"], traj.info["cost"]  # {agent: (T, N)}
         ep_ret, ep_cost, done_ret, done_cost, n_done = _episode_totals(
-            s.ep_return, s.ep_cost, agent_major(traj.reward), agent_major(traj.info["cost"]),
-            agent_major(traj.done))
+            s.ep_return, s.ep_cost, jnp.stack([rewards[a] for a in agents], axis=1),
+            jnp.stack([costs[a] for a in agents], axis=1), jnp.swapaxes(traj.done, 1, 2))
         completed = n_done.sum(axis=1)  # (A,) episodes completed in this update, over envs
-        stats = {"mean_reward": jnp.stack([traj.reward[..., i].mean() for i in range(len(agents))]),
-                 "mean_cost": jnp.stack([traj.info["cost"][..., i].mean()
-                                         for i in range(len(agents))]),
+        stats = {"mean_reward": jnp.stack([rewards[a].mean() for a in agents]),
+                 "mean_cost": jnp.stack([costs[a].mean() for a in agents]),
                  "episodes": completed,
                  "episode_return": done_ret.sum(axis=1) / jnp.where(completed > 0, completed,
                                                                      jnp.nan)}
@@ -157,8 +156,8 @@ def make_programs(core, cfg, lagrangian: bool, agent_spaces: dict):
         def agent_batch(a):
             i = agents.index(a)
             b = {"obs": traj.obs["obs"][a], "next_obs": traj.info["next_obs"][a],
-                 "action": traj.action[a], "logp": traj.logp[a], "reward": traj.reward[..., i],
-                 "cost": traj.info["cost"][..., i], "terminated": traj.info["terminated"][..., i],
+                 "action": traj.action[a], "logp": traj.logp[a], "reward": rewards[a],
+                 "cost": costs[a], "terminated": traj.info["terminated"][..., i],
                  "done": traj.done[..., i]}
             if a in traj.obs["mask"]:
                 b["mask"] = traj.obs["mask"][a]
