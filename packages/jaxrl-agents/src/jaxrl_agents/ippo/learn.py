@@ -31,8 +31,8 @@ from .agent_axis import stack_params
 from .config import IPPOConfig
 from .losses import lagrangian_advantage
 
-__all__ = ["init_agent_params", "init_group_state", "make_agent_learn", "make_group_learn",
-           "minibatch_count", "optimizer_applications", "steps_per_update"]
+__all__ = ["init_agent_params", "init_group_state", "learn_groups", "make_agent_learn",
+           "make_group_learn", "minibatch_count", "optimizer_applications", "steps_per_update"]
 
 
 def minibatch_count(batch_size: int, requested: int) -> int:
@@ -160,3 +160,36 @@ def make_group_learn(model, cfg: IPPOConfig, lagrangian: bool):
     stats); ``step0`` and ``total_steps`` are shared.
     """
     return jax.vmap(make_agent_learn(model, cfg, lagrangian), in_axes=(0, 0, 0, 0, 0, None, None))
+
+
+def learn_groups(learns, groups, agents, params, opt_state, batches, lam, key, step0, total_steps):
+    """Every group's learning step (both IPPO paths), with the stats gathered per agent.
+
+    Args:
+        learns: per group, its `make_group_learn` (jitted or traced).
+        groups: the `agent_axis.AgentGroup`s.
+        agents: every agent id, in the env's order.
+        params: per group, the parameters (leaves (G, ...)).
+        opt_state: per group, their optimiser state.
+        batches: per group, the batch of `make_agent_learn` with leaves (G, T, N, ...).
+        lam: (A,) multipliers in agent order (zeros without the Lagrangian).
+        key: this update's key; group gi's agents draw from ``split(fold_in(key, gi), G)``.
+        step0: as `make_agent_learn`.
+        total_steps: as `make_agent_learn`.
+
+    Returns:
+        (per group new parameters, per group new optimiser state, stats {name: (A,)}).
+    """
+    new_params, new_opt, per_agent = [], [], {}
+    for gi, (g, learn) in enumerate(zip(groups, learns)):
+        idx = [agents.index(a) for a in g.agents]
+        keys = jax.random.split(jax.random.fold_in(key, gi), len(g.agents))
+        p, o, st = learn(params[gi], opt_state[gi], batches[gi], jnp.asarray(lam)[jnp.asarray(idx)],
+                         keys, step0, total_steps)
+        new_params.append(p)
+        new_opt.append(o)
+        for k, v in st.items():
+            per_agent.setdefault(k, [None] * len(agents))
+            for j, a_i in enumerate(idx):
+                per_agent[k][a_i] = v[j]
+    return new_params, new_opt, {k: jnp.stack(v) for k, v in per_agent.items()}

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from ..common.evaluation import evaluate_episode
 from ..common.rollout import collect
 from .agent_axis import AgentAxis, JointEnv, core_spaces, group_agents, unstack_params
-from .learn import init_group_state, make_group_learn, steps_per_update
+from .learn import init_group_state, learn_groups, make_group_learn, steps_per_update
 from .losses import dual_step
 
 __all__ = ["IPPOState", "Programs", "programs", "group_params", "agent_params", "history_row"]
@@ -163,22 +163,12 @@ def make_programs(core, cfg, lagrangian: bool, agent_spaces: dict):
                 b["mask"] = traj.obs["mask"][a]
             return b
 
-        step0 = s.update * apps_per_update
-        new_params, new_opt, per_agent = [], [], {}
-        for gi, (g, learn) in enumerate(zip(groups, group_learns)):
-            idx = [agents.index(a) for a in g.agents]
-            batch = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
-                                           *[agent_batch(a) for a in g.agents])
-            keys = jax.random.split(jax.random.fold_in(k_upd, gi), len(g.agents))
-            p, o, st = learn(group_params(s.params, gi), s.opt_state[gi], batch,
-                             lam[jnp.asarray(idx)], keys, step0, total_apps)
-            new_params.append(p)
-            new_opt.append(o)
-            for k, v in st.items():
-                per_agent.setdefault(k, [None] * len(agents))
-                for j, a_i in enumerate(idx):
-                    per_agent[k][a_i] = v[j]
-        stats.update({k: jnp.stack(v) for k, v in per_agent.items()})
+        batches = [jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
+                                          *[agent_batch(a) for a in g.agents]) for g in groups]
+        new_params, new_opt, learn_stats = learn_groups(
+            group_learns, groups, agents, [group_params(s.params, gi) for gi in range(len(groups))],
+            s.opt_state, batches, lam, k_upd, s.update * apps_per_update, total_apps)
+        stats.update(learn_stats)
         return IPPOState(_by_part(new_params), new_opt, env_state, obs["obs"], _masks(obs), ep_ret,
                          ep_cost, lam, key, s.update + 1), stats
 

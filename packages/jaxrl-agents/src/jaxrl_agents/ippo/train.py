@@ -27,7 +27,8 @@ import numpy as np
 
 from .agent_axis import group_agents, unstack_params
 from .config import IPPOConfig, validate_ippo_config
-from .learn import init_group_state, make_group_learn, optimizer_applications, steps_per_update
+from .learn import init_group_state, learn_groups, make_group_learn, optimizer_applications, steps_per_update
+from .losses import dual_step
 from .programs import agent_params, history_row, programs
 from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, MARLPolicy
@@ -109,14 +110,6 @@ class IPPO:
             raise ValueError(f"seed: expected an integer, got {seed!r}")
         self.seed = int(seed)
 
-    # ------------------------------------------------------------------ hooks for the Lagrangian
-    def _init_duals(self, agents) -> np.ndarray | None:
-        return None
-
-    def _dual_step(self, lam, episodes, agents, batches_by_agent) -> tuple[Any, dict]:
-        """Multipliers to use in this update and their per-agent diagnostics (IPPO: none)."""
-        return lam, {a: {} for a in agents}
-
     # ------------------------------------------------------------------------------- training
     def train(self, env, timesteps: int, *,
               progress_callback: Callable[[int, int], Any] | None = None) -> IPPOResult:
@@ -153,9 +146,10 @@ class IPPO:
         spaces_ = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a),
                                         cfg.hidden, cfg.activation) for a in agents}
         groups = group_agents(spaces_)
+        learns = [_compiled_group_update(g.model, cfg, self.lagrangian) for g in groups]
         k_init, k_act, k_upd = jax.random.split(jax.random.PRNGKey(self.seed), 3)
         group_params, group_opt = init_group_state(spaces_, agents, groups, k_init, cfg, self.lagrangian)
-        lam = self._init_duals(agents)
+        lam = np.full(len(agents), cfg.lagrangian_init if self.lagrangian else 0.0, np.float32)
 
         sizes = [cfg.n_steps] * (timesteps // cfg.n_steps)
         if timesteps % cfg.n_steps:
@@ -167,28 +161,25 @@ class IPPO:
             batches, episodes = runner.collect(group_params, size, jax.random.fold_in(k_act, i))
             by_agent = {a: {k: v[j] for k, v in b.items()}
                         for g, b in zip(groups, batches) for j, a in enumerate(g.agents)}
-            lam, dual_diag = self._dual_step(lam, episodes, agents, by_agent)
-            row = {a: dict(dual_diag[a]) for a in agents}
-            for gi, (g, batch) in enumerate(zip(groups, batches)):
-                upd = _compiled_group_update(g.model, cfg, self.lagrangian)
-                lam_g = (np.zeros(len(g.agents), np.float32) if lam is None else
-                         np.asarray([lam[agents.index(a)] for a in g.agents], np.float32))
-                keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(k_upd, i), gi),
-                                        len(g.agents))
-                group_params[gi], group_opt[gi], stats = upd(
-                    group_params[gi], group_opt[gi], batch, lam_g, keys, np.int32(apps),
-                    np.int32(total_apps))
-                stats = jax.device_get(stats)
-                for j, a in enumerate(g.agents):
-                    row[a].update({k: float(v[j]) for k, v in stats.items()})
-            for a in agents:
-                row[a]["mean_reward"] = float(by_agent[a]["reward"].mean())
-                row[a]["mean_cost"] = float(by_agent[a]["cost"].mean())
-                row[a]["episodes"] = len(episodes["returns"][a])
-                row[a]["episode_return"] = _mean_or_nan(episodes["returns"][a])
+            means = {k: np.asarray([by_agent[a][k].mean() for a in agents]) for k in ("reward", "cost")}
+            stats = {}
+            if self.lagrangian:  # the dual step of programs.py, on this rollout's episodes
+                costs = [episodes["costs"][a] for a in agents]
+                lam, diag = dual_step(lam, np.asarray([float(np.sum(c)) for c in costs]),
+                                      np.asarray([len(c) for c in costs]), cfg)
+                lam = np.asarray(lam).astype(np.float32)
+                stats = {"mean_cost": means["cost"], **diag}
+            group_params, group_opt, learn_stats = learn_groups(
+                learns, groups, agents, group_params, group_opt, batches, lam,
+                jax.random.fold_in(k_upd, i), np.int32(apps), np.int32(total_apps))
+            stats.update(learn_stats)
+            stats.update(mean_reward=means["reward"], mean_cost=means["cost"],
+                         episodes=np.asarray([len(episodes["returns"][a]) for a in agents]),
+                         episode_return=np.asarray([_mean_or_nan(episodes["returns"][a])
+                                                    for a in agents]))
             apps += steps_per_update(size, cfg)
             step += size
-            history.append({"step": step, "agents": row})
+            history.append({"step": step, "agents": history_row(agents, jax.device_get(stats))})
             if progress_callback is not None:
                 progress_callback(step, timesteps)
         assert apps == total_apps  # the annealing denominator counted exactly these steps
@@ -218,9 +209,8 @@ class IPPO:
                             "agents": history_row(agents, jax.device_get(stats))})
             if progress_callback is not None:
                 progress_callback((i + 1) * per_update, n_updates * per_update)
-        lam = np.asarray(state.lam) if self.lagrangian else None
         return self._result(agent_params(prog, jax.device_get(state.params)), prog.agent_spaces,
-                            history, n_updates * per_update, lam, agents)
+                            history, n_updates * per_update, np.asarray(state.lam), agents)
 
     def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
         policies = {}
@@ -228,5 +218,5 @@ class IPPO:
             meta = {"algo": self.algo_name, "agent": str(a), "seed": self.seed, "step": timesteps}
             pol_params = {"actor": params[a]["actor"], "critic": params[a]["critic"]}
             policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
-        lams = {} if lam is None else {a: float(lam[i]) for i, a in enumerate(agents)}
+        lams = {a: float(lam[i]) for i, a in enumerate(agents)} if self.lagrangian else {}
         return IPPOResult(policies, params, history, timesteps, lams)
