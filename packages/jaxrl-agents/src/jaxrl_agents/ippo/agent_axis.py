@@ -1,34 +1,14 @@
-"""The agent axis: a functional multi-agent core and its agents' networks seen as one env and one policy.
+"""The agent axis: a functional multi-agent core and its agents' networks as one env and one policy.
 
 `common.rollout.collect` and `common.evaluation.evaluate_episode` step one functional env with one
-actor-critic. IPPO runs them unchanged on two views:
-
-- `AgentAxis` (the policy): ``sample`` / ``mode`` / ``value`` of every agent at once, taking the
-  parameters of `IPPOState.params` (per group, stacked over the group's agents) and the joint
-  observation ``{"obs": {agent: (..., obs_dim)}, "mask": {agent: (..., n_outputs)}}`` (masks of
-  discrete agents only). Agents that share a network definition (an `AgentGroup`) are computed
-  together, vmapped over their stacked, still independent, parameters.
-- `JointEnv` (the env): the core's ``reset`` / ``step`` / ``step_autoreset`` over agent-keyed
-  actions, returning the joint observation, per-agent rewards ``(A,)`` in agent order and
-  per-agent flags. An environment's episode ends when any agent's does (the core resets the
-  whole environment), so every agent whose episode is cut without terminating is *truncated*.
-  Its info carries what IPPO's learning step and statistics need (`JointEnv.step_autoreset`).
-
-The functional multi-agent core (the multi-agent analogue of the step contract, docs/contracts.md)::
-
-    core.agents                                  tuple of agent ids
-    core.observation_space(agent)                flat (1-D) Box; core.action_space(agent)
-    core.default_params                          pytree of arrays
-    core.reset(key, params)                      -> (obs {agent: (obs_dim,)}, state)
-    core.step[_autoreset](key, state, actions {agent: action}, params)
-        -> (obs, state, rewards {agent: ()}, terminated {agent: ()}, truncated {agent: ()}, info)
-
-`info` carries per-agent fields either field-major (``info["cost"][agent]``) or agent-major
-(``info[agent]["cost"]``): ``final_obs`` (step_autoreset: the last observation of a finished
-episode, equal to obs otherwise), ``cost`` (optional, default 0) and ``action_mask`` (optional: the
-mask of the *returned* observation; the mask of the first observation comes from
-``core.reset_info(state)`` or ``core.action_masks(state)`` if the core has either, else everything
-is allowed). quantgate_env.MultiGateEnv is such a core.
+actor-critic; IPPO runs them unchanged on two views. `AgentAxis` (the policy) samples, picks modes
+and values for every agent at once from `IPPOState.params` (per group, stacked over the group's
+agents; an `AgentGroup` is computed as one vmap over its still independent parameters).
+`JointEnv` (the env) steps the core over agent-keyed network actions with per-agent rewards and
+flags; an environment's episode ends when any agent's does (the core resets the whole
+environment), so every agent cut without terminating is *truncated*. The core's contract (the
+multi-agent analogue of the step contract, per-agent info field-major or agent-major) is in
+docs/contracts.md; quantgate_env.MultiGateEnv is such a core.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """IPPO's learning step: PPO's (`ppo.learner`) vmapped over the stacked agents of a group.
 
-Why vmapped over agents rather than agents folded into the batch (JaxMARL's choice): JaxMARL's IPPO
-shares one network between the agents, so their transitions can be pooled into one batch. Here
-every agent has its *own* actor, critic (IPPO-Lagrangian: and cost critic) and Adam state, and a
-group's parameters are stacked on a leading agent axis G; folding agents into the batch would
-average their gradients into one network. Vmapping PPO's learning step over that axis keeps the
-agents independent (each its own permutation, minibatches and optimiser steps) with the arithmetic
-of separate per-agent loops, in one compiled call.
+Vmapped rather than agents folded into the batch (JaxMARL's choice, which shares one network):
+every agent here has its own actor, critic (IPPO-Lagrangian: and cost critic) and Adam state, and
+its own permutations and minibatches, as separate per-agent loops would.
 
-Per agent, before PPO's step: V(obs_t) and V(next_obs_t) with the critic that collected the rollout
-(parameters are unchanged between collection and learning, so these are the collection-time
-values), GAE with separate terminated and done flags (`common.gae.gae_next_values`). IPPO-Lagrangian
-is then an advantage transform and one more loss term on the same learner: the policy advantage
-becomes (A_r' - lambda A_c') / (1 + lambda) (`losses.lagrangian_advantage`; the multiplier was
-stepped beforehand by `losses.dual_step`), and the cost critic's value loss on cost lambda-returns
-is added with weight vf_coef.
+Per agent, before PPO's step: GAE with separate terminated and done flags
+(`common.gae.gae_next_values`) on V(obs_t) and V(next_obs_t) of the critic that collected the
+rollout. IPPO-Lagrangian is then an advantage transform, (A_r' - lambda A_c') / (1 + lambda)
+(`losses.lagrangian_advantage`; lambda stepped beforehand by `losses.dual_step`), and the cost
+critic's value loss on cost lambda-returns, added with weight vf_coef.
 """
 
 from __future__ import annotations

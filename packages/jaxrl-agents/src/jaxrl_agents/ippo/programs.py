@@ -95,18 +95,41 @@ def _episode_totals(ep_ret, ep_cost, reward, cost, done):
     return c
 
 
-def make_programs(core, cfg, lagrangian: bool, agent_spaces: dict):
-    """The pure programs of one seed (jit them).
+class Programs(NamedTuple):
+    """The programs of one (core, config, algorithm), one seed.
 
-    Returns:
-        ``(init, update, evaluate, groups, apps_per_update)``:
-        ``init(seed_key, params_env) -> IPPOState`` (eager: the network init runs in numpy;
-        the key splits as the ParallelEnv path's, so a seed gives the same initial networks);
-        ``update(state, params_env, total_apps) -> (state, stats)`` with stats per agent ``(A,)``
-        arrays: the learning step's plus mean_reward, mean_cost, episodes, episode_return and,
-        for IPPO-Lagrangian, the dual step's diagnostics;
-        ``evaluate(actors, params_env, key) -> episode`` (``IPPOState.params["actor"]``).
+    Attributes:
+        agent_spaces: agent -> `AgentSpaces`, in the core's agent order.
+        groups: the agent groups (one network definition each).
+        apps_per_update: optimiser applications per update.
+        init: (seed_key, params_env) -> `IPPOState` (eager; the key splits as the ParallelEnv
+            path's, so a seed gives the same initial networks).
+        update: (state, params_env, total_apps) -> (state, stats {name: (A,)}); jitted, the state
+            donated.
+        update_fn, evaluate_fn: the update un-jitted and the evaluation
+            ``(IPPOState.params["actor"], params_env, key) -> episode``, for callers that vmap or
+            map them over seeds.
     """
+
+    agent_spaces: dict
+    groups: list
+    apps_per_update: int
+    init: Any
+    update: Any
+    update_fn: Any
+    evaluate_fn: Any
+
+
+@functools.lru_cache(maxsize=16)
+def programs(core, cfg, lagrangian: bool) -> Programs:
+    """The programs of one seed (`Programs`), cached per (core, config, algorithm).
+
+    Compiling is the expensive part, and the core and config are hashable (frozen dataclasses).
+    `cfg` is the algorithm's config without the run budget (`config.algorithm_config`). The stats
+    of ``update`` are per agent ``(A,)``: the learning step's, mean_reward, mean_cost, episodes,
+    episode_return and, for IPPO-Lagrangian, the dual step's diagnostics.
+    """
+    agent_spaces = core_spaces(core, cfg)
     agents = tuple(core.agents)
     groups = group_agents(agent_spaces)
     axis, env = AgentAxis(tuple(groups)), JointEnv(core, agent_spaces)
@@ -195,7 +218,8 @@ def make_programs(core, cfg, lagrangian: bool, agent_spaces: dict):
             axis=1)
         return episode
 
-    return init, update, evaluate, groups, apps_per_update
+    return Programs(agent_spaces, groups, apps_per_update, init, jax.jit(update, donate_argnums=0),
+                    update, evaluate)
 
 
 def history_row(agents, stats: dict) -> dict:
@@ -221,39 +245,3 @@ def agent_params(prog: Programs, params: dict) -> dict:
     for gi, g in enumerate(prog.groups):
         out.update(zip(g.agents, unstack_params(group_params(params, gi), len(g.agents))))
     return out
-
-
-class Programs(NamedTuple):
-    """The programs of one (core, config, algorithm), one seed.
-
-    Attributes:
-        agent_spaces: agent -> `AgentSpaces`, in the core's agent order.
-        groups: the agent groups (one network definition each).
-        apps_per_update: optimiser applications per update.
-        init: (seed_key, params_env) -> `IPPOState` (eager).
-        update: (state, params_env, total_apps) -> (state, stats {name: (A,)}); jitted, the state
-            donated.
-        update_fn, evaluate_fn: the update un-jitted and the evaluation (for callers that vmap
-            or map them over seeds).
-    """
-
-    agent_spaces: dict
-    groups: list
-    apps_per_update: int
-    init: Any
-    update: Any
-    update_fn: Any
-    evaluate_fn: Any
-
-
-@functools.lru_cache(maxsize=16)
-def programs(core, cfg, lagrangian: bool) -> Programs:
-    """Cached programs per (core, config, algorithm).
-
-    Compiling is the expensive part, and the core and config are hashable (frozen dataclasses).
-    `cfg` is the algorithm's config without the run budget (`config.algorithm_config`).
-    """
-    agent_spaces = core_spaces(core, cfg)
-    init, update, evaluate, groups, apps = make_programs(core, cfg, lagrangian, agent_spaces)
-    return Programs(agent_spaces, groups, apps, init, jax.jit(update, donate_argnums=0), update,
-                    evaluate)

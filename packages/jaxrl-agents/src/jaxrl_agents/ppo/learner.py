@@ -8,11 +8,9 @@ variant adds a cost critic) and schedule.
 
 Optional early stop (``kl_stop``, SB3 semantics): the first minibatch whose approximate KL to the
 rollout policy exceeds `kl_stop` is not applied, and every remaining gradient step of the update
-is skipped (a `lax.cond`, so skipped steps cost nothing). ``kl_stop=None`` (IPPO) traces no KL
-check at all; PPO passes a number, ``inf`` when its ``target_kl`` is off, and keeps the check's
-select and NaN-skipping means in its program. The two programs compute the same values but XLA
-fuses them differently, so their float32 results can differ in the last bit: each algorithm keeps
-the program it always compiled (bit-identical runs before and after the shared learner).
+is skipped (a `lax.cond`, so skipped steps cost nothing). PPO always traces the check (``inf``
+when off), IPPO never (``kl_stop=None``): the two programs compute the same values but XLA fuses
+them differently, and each keeps the bits it had before the learner was shared.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import time
 from ..common.fileio import atomic_write_json, lock_directory
 from ..ippo import IPPO, IPPO_Lagrangian
 from ..ippo.config import algorithm_config
+from .records import fmt
 from .run_config import write_run_config
 from .run_files import PROGRESS_CSV, make_run_dirs, remove_new_run_dirs, write_progress
 
@@ -79,14 +80,6 @@ class MilestoneBar:
             self._bar.close()
 
 
-def _cell(v) -> str:
-    if isinstance(v, bool):
-        return str(int(v))
-    if isinstance(v, int):
-        return str(v)
-    return repr(float(v))
-
-
 def train_parallel(algo: str, env, cfg, seed: int, out: str, tag: str, progress: str | None,
                    run_config: dict):
     """Train on ParallelEnv `env` and write the run directory described above.
@@ -129,9 +122,9 @@ def train_parallel(algo: str, env, cfg, seed: int, out: str, tag: str, progress:
                 remove_new_run_dirs([run_dir])
         rows = []
         for h, wall in zip(result.history, walls):
-            row = {"step": str(h["step"]), "wall": _cell(wall)}
+            row = {"step": str(h["step"]), "wall": fmt(wall)}
             for a, stats in h["agents"].items():
-                row.update({f"{a}/{k}": _cell(v) for k, v in stats.items()})
+                row.update({f"{a}/{k}": fmt(v) for k, v in stats.items()})
             rows.append(row)
         write_progress(os.path.join(run_dir, PROGRESS_CSV), rows)
         atomic_write_json(os.path.join(run_dir, "history.json"), result.history)

@@ -159,11 +159,6 @@ def _train_parallel(plan) -> TrainResult:
         raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from Python, "
                          f"so its seeds cannot be trained together; expected one seed, got "
                          f"{list(seeds)} (run one command per seed, or use a functional core)")
-    if cfg.n_envs != 1:
-        raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
-                         f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
-                         f"functional multi-agent core (or an env exposing it as env.core) to "
-                         f"run many environments compiled")
     rc = {**run_record(algo, env_spec, env_options, obj, cfg, seeds, plan.tag, plan.out,
                      plan.argv),
           "timesteps": cfg.total_steps}
