@@ -33,7 +33,8 @@ from .programs import agent_params, history_row, programs
 from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, MARLPolicy
 
-__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "is_functional_marl_env"]
+__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "functional_core",
+           "is_functional_marl_env"]
 
 
 @dataclasses.dataclass
@@ -79,6 +80,16 @@ def is_functional_marl_env(env) -> bool:
     return (not isinstance(env, ParallelEnv) and callable(getattr(env, "reset", None))
             and callable(getattr(env, "step_autoreset", None)) and hasattr(env, "agents")
             and hasattr(env, "default_params"))
+
+
+def functional_core(env, n_envs: int):
+    """The functional multi-agent core to compile for `env`, or None (a ParallelEnv for Python).
+
+    `env` itself if it is one; a ParallelEnv exposing its core as ``env.core`` is trained on that
+    core when ``n_envs > 1``.
+    """
+    core = getattr(env, "core", None) if n_envs > 1 else None
+    return next((c for c in (core, env) if is_functional_marl_env(c)), None)
 
 
 @functools.lru_cache(maxsize=32)
@@ -132,11 +143,10 @@ class IPPO:
             raise ValueError(f"progress_callback: expected a callable or None, got "
                              f"{type(progress_callback).__name__}")
         cfg = self.cfg
-        core = getattr(env, "core", None) if cfg.n_envs > 1 else None
-        if is_functional_marl_env(env) or is_functional_marl_env(core):
+        core = functional_core(env, cfg.n_envs)
+        if core is not None:
             with jax.enable_x64(True):  # as the trainer: the physics is float64 (design.md)
-                return self._train_core(env if core is None else core, timesteps,
-                                        progress_callback)
+                return self._train_core(core, timesteps, progress_callback)
         agents = check_parallel_env(env)
         if cfg.n_envs != 1:
             raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "

@@ -254,17 +254,14 @@ def _ippo_env(env, env_options, cfg):
     A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
     ``n_envs > 1``, as `IPPO.train` does.
     """
-    from ..ippo.train import is_functional_marl_env
+    from ..ippo.train import functional_core
 
     spec = env if isinstance(env, str) else None
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
-    if is_functional_marl_env(core):
-        obj = core
-    if is_functional_marl_env(obj):
-        check_env(obj)
-        return spec, obj
-    return spec, None
+    core = functional_core(obj, cfg.n_envs)
+    if core is not None:
+        check_env(core)
+    return spec, core
 
 
 class Algorithm(NamedTuple):
