@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 from gymnasium import spaces
 
-from ..common.contracts import evaluation_of
+from ..common.contracts import evaluation_of, info_field
 from .spaces import AgentSpaces
 
-__all__ = ["AgentGroup", "group_agents", "stack_params", "unstack_params", "info_field",
+__all__ = ["AgentGroup", "group_agents", "stack_params", "unstack_params",
            "core_spaces", "AgentAxis", "JointEnv"]
 
 
@@ -57,16 +57,6 @@ def stack_params(per_agent: list):
 def unstack_params(stacked, n: int) -> list:
     """Inverse of `stack_params`."""
     return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]
-
-
-def info_field(info: Mapping, agent, name: str):
-    """Per-agent field of a core's info, field-major or agent-major; None if absent."""
-    if name in info and isinstance(info[name], Mapping):
-        return info[name].get(agent)
-    sub = info.get(agent)
-    if isinstance(sub, Mapping):
-        return sub.get(name)
-    return None
 
 
 def core_spaces(core, cfg) -> dict:
