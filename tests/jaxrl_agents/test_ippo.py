@@ -18,9 +18,9 @@ from jaxrl_agents.ippo import IPPO, check_budget
 from jaxrl_agents.ippo.config import IPPOConfig, validate_ippo_config
 from jaxrl_agents.ippo.lagrangian import IPPO_Lagrangian
 from jaxrl_agents.ippo.losses import dual_update, lagrangian_advantage
-from jaxrl_agents.ippo.update import minibatch_count, optimizer_applications
-from jaxrl_agents.ippo.rollout import (ActionRewriteError, ParallelRunner, group_agents,
-                                       stack_params)
+from jaxrl_agents.ippo.learn import minibatch_count, optimizer_applications
+from jaxrl_agents.ippo.agent_axis import group_agents, stack_params
+from jaxrl_agents.ippo.rollout import ActionRewriteError, ParallelRunner
 from jaxrl_agents.ippo.spaces import AgentSpaces, MARLPolicy
 
 from .marl_toy_envs import CostStreamEnv, SpacesEnv

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 __all__ = ["FunctionalEnv", "MultiAgentEnv", "Evaluation", "ReturnEvaluation", "ContractError",
-           "evaluation_of", "describe_evaluation", "RESERVED_RECORD_KEYS"]
+           "evaluation_of", "describe_evaluation", "info_field", "RESERVED_RECORD_KEYS"]
 
 # Keys the evaluation episode records itself; an env's `Evaluation.record` must not reuse them.
 RESERVED_RECORD_KEYS = ("reward", "alive", "action", "step")
@@ -205,6 +205,17 @@ class MultiAgentEnv(Protocol):
             (or by field) with each agent's ``final_obs`` (last observation of a finished episode),
             optionally ``cost`` and the ``action_mask`` of the returned observation.
         """
+
+
+def info_field(info: Mapping, agent, field: str):
+    """A multi-agent core's per-agent info field, field-major or agent-major; None if absent.
+
+    ``info[field][agent]`` if ``info[field]`` is a dict, else ``info[agent][field]``.
+    """
+    if isinstance(info.get(field), Mapping):
+        return info[field].get(agent)
+    sub = info.get(agent)
+    return sub.get(field) if isinstance(sub, Mapping) else None
 
 
 # ------------------------------------------------------------------- the generic evaluation

@@ -19,6 +19,7 @@ from .contracts import (
     RESERVED_RECORD_KEYS,
     SCORE_MODES,
     ContractError,
+    info_field,
 )
 
 __all__ = ["check_env"]
@@ -197,14 +198,7 @@ def _check_single(env, name):
             raise ContractError(name, method, f"obs has dtype {obs2.dtype}, reset's has "
                                 f"{obs.dtype}; expected the same")
         _check_flags(name, method, reward, term, trunc)
-        if _struct(state2) != _struct(state):
-            raise ContractError(name, "state", f"{method} returned a state of another structure "
-                                f"than reset's (lax.scan needs them equal): reset "
-                                f"{_describe(state)}, {method} {_describe(state2)}")
-        if not isinstance(info, Mapping):
-            raise ContractError(name, "info", f"{method} returned info of type "
-                                f"{type(info).__name__}, expected a dict")
-        infos[method] = info
+        infos[method] = _check_state_info(name, method, state, state2, info)
     auto = dict(infos["step_autoreset"])
     if "final_obs" not in auto:
         raise ContractError(name, "final_obs", f"step_autoreset must put the last observation "
@@ -215,12 +209,7 @@ def _check_single(env, name):
         raise ContractError(name, "info", f"step_autoreset's info without final_obs must equal "
                             f"step's in structure, shapes and dtypes: step "
                             f"{_describe(dict(infos['step']))}, step_autoreset {_describe(auto)}")
-    # vmap-ability: the trainer runs N environments with jax.vmap.
-    keys = jax.random.split(key, 2)
-    batch = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct((2,) + tuple(x.shape), x.dtype),
-                                   (state, action))
-    _trace(name, "vmap", jax.vmap(env.step_autoreset, in_axes=(0, 0, 0, None)), keys, *batch,
-           params)
+    _check_vmap(name, env, key, state, action, params)
     _check_evaluation(name, env, infos["step"], env.max_episode_steps, action)
 
 
@@ -232,12 +221,24 @@ def _agent_dicts(name, method, agents, **dicts):
                                 f"{list(agents)}, got {got}")
 
 
-def _agent_info(info, agent, field):
-    """infos[agent][field] (agent-major) or infos[field][agent] (field-major); None if absent."""
-    if isinstance(info.get(field), Mapping):
-        return info[field].get(agent)
-    sub = info.get(agent)
-    return sub.get(field) if isinstance(sub, Mapping) else None
+def _check_state_info(name, method, state, state2, info):
+    """A step's state has reset's structure (`lax.scan` needs them equal) and its info is a dict."""
+    if _struct(state2) != _struct(state):
+        raise ContractError(name, "state", f"{method} returned a state of another structure "
+                            f"than reset's (lax.scan needs them equal): reset "
+                            f"{_describe(state)}, {method} {_describe(state2)}")
+    if not isinstance(info, Mapping):
+        raise ContractError(name, "info", f"{method} returned info of type "
+                            f"{type(info).__name__}, expected a dict")
+    return info
+
+
+def _check_vmap(name, env, key, state, action, params):
+    """The trainer runs N environments with `jax.vmap`: trace step_autoreset over two."""
+    batch = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct((2,) + tuple(x.shape), x.dtype),
+                                   (state, action))
+    _trace(name, "vmap", jax.vmap(env.step_autoreset, in_axes=(0, 0, 0, None)),
+           jax.random.split(key, 2), *batch, params)
 
 
 def _check_multi(env, name):
@@ -278,16 +279,9 @@ def _check_multi(env, name):
         for a in agents:
             _check_obs(name, method, obs2[a], env.observation_space(a), f"obs[{a!r}]")
             _check_flags(name, method, rewards[a], term[a], trunc[a], f"[{a!r}]")
-        if _struct(state2) != _struct(state):
-            raise ContractError(name, "state", f"{method} returned a state of another structure "
-                                f"than reset's: reset {_describe(state)}, {method} "
-                                f"{_describe(state2)}")
-        if not isinstance(info, Mapping):
-            raise ContractError(name, "info", f"{method} returned infos of type "
-                                f"{type(info).__name__}, expected a dict")
-        infos[method] = info
+        infos[method] = _check_state_info(name, method, state, state2, info)
     for a in agents:
-        f = _agent_info(infos["step_autoreset"], a, "final_obs")
+        f = info_field(infos["step_autoreset"], a, "final_obs")
         if f is None:
             raise ContractError(name, "final_obs", f"step_autoreset must give every agent's last "
                                 f"observation of a finished episode as infos[agent]['final_obs'] "
@@ -301,11 +295,7 @@ def _check_multi(env, name):
             raise ContractError(name, "info", f"reset_info(state) must have the structure of "
                                 f"step's infos: reset_info {_describe(first)}, step "
                                 f"{_describe(ref)}")
-    keys = jax.random.split(key, 2)
-    batch = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct((2,) + tuple(x.shape), x.dtype),
-                                   (state, actions))
-    _trace(name, "vmap", jax.vmap(env.step_autoreset, in_axes=(0, 0, 0, None)), keys, *batch,
-           params)
+    _check_vmap(name, env, key, state, actions, params)
     steps = getattr(env, "max_episode_steps", 1)
     _check_evaluation(name, env, infos.get("step", _drop_final_obs(infos["step_autoreset"])),
                       steps, actions)

@@ -34,7 +34,8 @@ def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
     """Run one deterministic episode.
 
     Args:
-        model: `ActorCritic`.
+        model: `ActorCritic` (or any policy with its ``mode``, e.g. IPPO's
+            `ippo.agent_axis.AgentAxis` over the agents of a `ippo.agent_axis.JointEnv`).
         actor_params: ``params["actor"]``.
         env: functional environment.
         env_params: usually ``env.eval_params``.
@@ -55,10 +56,11 @@ def evaluate_episode(model, actor_params, env, env_params, key) -> dict:
         next_obs, next_state, reward, term, trunc, info = env.step(k, state, action, env_params)
         record = dict(record_info(info))
         record.update(reward=reward, alive=alive, action=action)
-        still = alive & ~(term | trunc)
+        # any(): an env with per-agent flags (IPPO's JointEnv) ends when any agent's episode does.
+        still = alive & ~jnp.any(term | trunc)
         # Freeze the finished episode instead of stepping past its end.
         next_state = jax.tree_util.tree_map(lambda a, b: jnp.where(still, a, b), next_state, state)
-        next_obs = jnp.where(still, next_obs, obs)
+        next_obs = jax.tree_util.tree_map(lambda a, b: jnp.where(still, a, b), next_obs, obs)
         return (next_obs, next_state, still), record
 
     keys = jax.random.split(k_steps, env.max_episode_steps)

@@ -40,12 +40,20 @@ class Transition(NamedTuple):
     info: dict
 
 
-def collect(model, env, env_params, params, env_state, obs, key, n_steps: int, gamma: float):
+def collect(model, env, env_params, params, env_state, obs, key, n_steps: int, gamma: float,
+            bootstrap_truncation: bool = True):
     """Roll the current policy out for `n_steps` in every environment.
 
     Truncation bootstrap (Stable-Baselines3 behaviour): when an episode is cut short (truncated and
     not terminated) the reward of that step gets + gamma * V(final_obs), the value of the last
-    observation of the cut episode, instead of treating the lost future as zero.
+    observation of the cut episode, instead of treating the lost future as zero. With
+    ``bootstrap_truncation=False`` the reward is left as the env gave it, and so is the info
+    (IPPO's GAE bootstraps from each transition's own next observation instead, which its
+    `ippo.agent_axis.JointEnv` puts in the info).
+
+    The policy and the environment may be pytree-valued: IPPO passes `ippo.agent_axis.AgentAxis`
+    and `ippo.agent_axis.JointEnv`, whose observations are dicts over agents and whose rewards and
+    flags carry a trailing agent axis (N, A).
 
     Args:
         model: `ActorCritic`.
@@ -57,6 +65,8 @@ def collect(model, env, env_params, params, env_state, obs, key, n_steps: int, g
         key: PRNG key.
         n_steps: T, steps per environment.
         gamma: discount of the bootstrap.
+        bootstrap_truncation: add the truncation bootstrap (and take ``final_obs`` out of the
+            info).
 
     Returns:
         ((env_state, obs, key) after the rollout, Transition with leaves (T, N, ...)).
@@ -68,13 +78,14 @@ def collect(model, env, env_params, params, env_state, obs, key, n_steps: int, g
         key, k_act, k_env = jax.random.split(key, 3)
         action, logp = model.sample(params["actor"], obs, k_act)
         value = model.value(params["critic"], obs)
-        n = obs.shape[0]
+        n = jax.tree_util.tree_leaves(obs)[0].shape[0]
         next_obs, env_state, reward, term, trunc, info = v_step(
             jax.random.split(k_env, n), env_state, action, env_params)
         info = dict(info)
-        final_obs = info.pop("final_obs")
-        bootstrap = model.value(params["critic"], final_obs)
-        reward = reward.astype(jnp.float32) + gamma * bootstrap * (trunc & ~term)
+        if bootstrap_truncation:
+            final_obs = info.pop("final_obs")
+            bootstrap = model.value(params["critic"], final_obs)
+            reward = reward.astype(jnp.float32) + gamma * bootstrap * (trunc & ~term)
         tr = Transition(obs, action, logp, value, reward, term | trunc, info)
         return (env_state, next_obs, key), tr
 

@@ -4,10 +4,11 @@ They train on a PettingZoo ParallelEnv (stepped from Python) or on a functional 
 (compiled with the update).
 
 Files: `config.py` (IPPOConfig, IPPOLagrangianConfig, validate_ippo_config), `spaces.py` (agent
-spaces and `MARLPolicy`), `rollout.py` (the ParallelEnv runner, agent groups), `losses.py` (dual
-ascent and the Lagrangian advantage), `update.py` (the one-agent update both trainers use),
-`compiled.py` (the compiled trainer), `train.py` (`IPPO`, the Python-stepped trainer and its
-result), `lagrangian.py` (`IPPO_Lagrangian`).
+spaces and `MARLPolicy`), `agent_axis.py` (agent groups; a core and its agents' networks as one env
+and one policy for the common rollout and evaluation), `learn.py` (PPO's learning step vmapped
+over agents), `losses.py` (dual ascent and the Lagrangian advantage), `programs.py` (init, update
+and evaluate over a functional core, what the trainer compiles), `rollout.py` (the ParallelEnv
+runner), `train.py` (`IPPO` and its result), `lagrangian.py` (`IPPO_Lagrangian`).
 """
 
 from .config import IPPOConfig, IPPOLagrangianConfig, validate_ippo_config

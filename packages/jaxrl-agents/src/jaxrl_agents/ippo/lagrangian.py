@@ -3,9 +3,9 @@
 Costs are read from ``infos[agent]["cost"]`` (missing = 0.0). Per rollout and agent, before the
 actor update: if at least one episode completed during the rollout (episodes that started in an
 earlier rollout included), the multiplier takes one projected ascent step against the mean completed
-undiscounted episodic cost minus `cost_limit` (losses.dual_step, which the compiled path uses too);
+undiscounted episodic cost minus `cost_limit` (losses.dual_step, in both paths);
 otherwise it is left unchanged rather than learning from a fragment. The update then uses
-(A_r - lambda A_c) / (1 + lambda) with separate reward and cost GAE (update.py).
+(A_r - lambda A_c) / (1 + lambda) with separate reward and cost GAE (learn.py).
 
 Diagnostics per agent and rollout (in ``TrainResult.history``):
     mean_cost                raw cost per step of this rollout
@@ -19,9 +19,6 @@ Diagnostics per agent and rollout (in ``TrainResult.history``):
 
 from __future__ import annotations
 
-import numpy as np
-
-from .losses import dual_step
 from .train import IPPO
 
 __all__ = ["IPPO_Lagrangian"]
@@ -36,21 +33,3 @@ class IPPO_Lagrangian(IPPO):  # noqa: N801 (the name the requirement uses)
 
     lagrangian = True
     algo_name = "ippo_lag"
-
-    def _init_duals(self, agents) -> np.ndarray:
-        return np.full(len(agents), self.cfg.lagrangian_init, np.float32)
-
-    def _dual_step(self, lam, episodes, agents, batches_by_agent):
-        costs = [episodes["costs"][a] for a in agents]
-        completed = np.asarray([len(c) for c in costs])
-        sums = np.asarray([float(np.sum(c)) for c in costs])
-        new, diag = dual_step(lam, sums, completed, self.cfg)
-        new, diag = np.asarray(new), {k: np.asarray(v) for k, v in diag.items()}
-        rows = {a: {"mean_cost": float(batches_by_agent[a]["cost"].mean()),
-                    "cost_return_budget": float(diag["cost_return_budget"][i]),
-                    "constraint_violation": float(diag["constraint_violation"][i]),
-                    "dual_update_applied": bool(diag["dual_update_applied"][i]),
-                    "completed_episodes": int(diag["completed_episodes"][i]),
-                    "lagrange_multiplier_used": float(diag["lagrange_multiplier_used"][i])}
-                for i, a in enumerate(agents)}
-        return new.astype(np.float32), rows

@@ -14,40 +14,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from .agent_axis import AgentGroup
 from .spaces import AgentSpaces, split_mask_obs
 
-__all__ = ["ActionRewriteError", "AgentGroup", "ParallelRunner", "check_parallel_env",
-           "group_agents", "stack_params", "unstack_params"]
+__all__ = ["ActionRewriteError", "ParallelRunner", "check_parallel_env"]
 
 
 class ActionRewriteError(RuntimeError):
     """The environment executed a different action than the policy proposed."""
-
-
-class AgentGroup(NamedTuple):
-    """Agents sharing one network definition; their parameters are stacked on a leading axis G.
-
-    Attributes:
-        model: the shared `ActorCritic` definition.
-        agents: the G agent ids, in stacking order.
-    """
-
-    model: Any
-    agents: tuple
-
-
-def group_agents(agent_spaces: Mapping[Any, AgentSpaces]) -> list[AgentGroup]:
-    """Group agents by network definition, keeping the environment's agent order."""
-    groups: dict[Any, list] = {}
-    for agent, sp in agent_spaces.items():
-        groups.setdefault(sp.model, []).append(agent)
-    return [AgentGroup(model, tuple(agents)) for model, agents in groups.items()]
 
 
 def check_parallel_env(env) -> list:
@@ -231,12 +210,3 @@ class ParallelRunner:
             batches.append(batch)
         return batches, episodes
 
-
-def stack_params(per_agent: list):
-    """Stack a list of parameter pytrees on a new leading axis."""
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per_agent)
-
-
-def unstack_params(stacked, n: int) -> list:
-    """Inverse of `stack_params`."""
-    return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]

@@ -1,16 +1,16 @@
 """IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv.
 
-Or, compiled, on a functional multi-agent core; see compiled.py.
+Or on a functional multi-agent core, through the compiled programs the trainer runs (programs.py).
 
 Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
 same network definition are *computed* together (their parameters stacked and the update vmapped),
 which changes nothing mathematically. One training cycle = collect a rollout of `n_steps`
-environment steps, then update every agent on its own transitions (update.make_agent_update).
+environment steps, then update every agent on its own transitions (learn.make_group_learn).
 
 Budget: ``train(env, timesteps)`` takes `timesteps` environment steps (each gives one transition per
 agent). The last rollout is shortened to end exactly at the budget, and the learning-rate annealing
 divides by the exact number of optimiser applications of the whole run, including that short
-rollout and any reduced minibatch count (update.optimizer_applications).
+rollout and any reduced minibatch count (learn.optimizer_applications).
 """
 
 from __future__ import annotations
@@ -22,15 +22,19 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .compiled import train_compiled
+from .agent_axis import group_agents, unstack_params
 from .config import IPPOConfig, validate_ippo_config
-from .rollout import ParallelRunner, check_parallel_env, group_agents, unstack_params
+from .learn import init_group_state, learn_groups, make_group_learn, optimizer_applications, steps_per_update
+from .losses import dual_step
+from .programs import agent_params, history_row, programs
+from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, MARLPolicy
-from .update import init_group_state, make_agent_update, optimizer_applications, steps_per_update
 
-__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "is_functional_marl_env"]
+__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "functional_core",
+           "is_functional_marl_env"]
 
 
 @dataclasses.dataclass
@@ -78,11 +82,20 @@ def is_functional_marl_env(env) -> bool:
             and hasattr(env, "default_params"))
 
 
+def functional_core(env, n_envs: int):
+    """The functional multi-agent core to compile for `env`, or None (a ParallelEnv for Python).
+
+    `env` itself if it is one; a ParallelEnv exposing its core as ``env.core`` is trained on that
+    core when ``n_envs > 1``.
+    """
+    core = getattr(env, "core", None) if n_envs > 1 else None
+    return next((c for c in (core, env) if is_functional_marl_env(c)), None)
+
+
 @functools.lru_cache(maxsize=32)
 def _compiled_group_update(model, cfg: IPPOConfig, lagrangian: bool):
-    """jit(vmap over the G agents of a group) of the one-agent update."""
-    upd = make_agent_update(model, cfg, lagrangian)
-    return jax.jit(jax.vmap(upd, in_axes=(0, 0, 0, 0, 0, None, None)))
+    """The jitted `learn.make_group_learn` (PPO's learning step vmapped over a group's agents)."""
+    return jax.jit(make_group_learn(model, cfg, lagrangian))
 
 
 def _mean_or_nan(xs) -> float:
@@ -108,14 +121,6 @@ class IPPO:
             raise ValueError(f"seed: expected an integer, got {seed!r}")
         self.seed = int(seed)
 
-    # ------------------------------------------------------------------ hooks for the Lagrangian
-    def _init_duals(self, agents) -> np.ndarray | None:
-        return None
-
-    def _dual_step(self, lam, episodes, agents, batches_by_agent) -> tuple[Any, dict]:
-        """Multipliers to use in this update and their per-agent diagnostics (IPPO: none)."""
-        return lam, {a: {} for a in agents}
-
     # ------------------------------------------------------------------------------- training
     def train(self, env, timesteps: int, *,
               progress_callback: Callable[[int, int], Any] | None = None) -> IPPOResult:
@@ -138,11 +143,10 @@ class IPPO:
             raise ValueError(f"progress_callback: expected a callable or None, got "
                              f"{type(progress_callback).__name__}")
         cfg = self.cfg
-        core = getattr(env, "core", None) if cfg.n_envs > 1 else None
-        if is_functional_marl_env(env) or is_functional_marl_env(core):
-            out = train_compiled(cfg, self.seed, self.lagrangian, env if core is None else core,
-                                 timesteps, progress_callback)
-            return self._result(*out)
+        core = functional_core(env, cfg.n_envs)
+        if core is not None:
+            with jax.enable_x64(True):  # as the trainer: the physics is float64 (design.md)
+                return self._train_core(core, timesteps, progress_callback)
         agents = check_parallel_env(env)
         if cfg.n_envs != 1:
             raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
@@ -152,9 +156,10 @@ class IPPO:
         spaces_ = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a),
                                         cfg.hidden, cfg.activation) for a in agents}
         groups = group_agents(spaces_)
+        learns = [_compiled_group_update(g.model, cfg, self.lagrangian) for g in groups]
         k_init, k_act, k_upd = jax.random.split(jax.random.PRNGKey(self.seed), 3)
         group_params, group_opt = init_group_state(spaces_, agents, groups, k_init, cfg, self.lagrangian)
-        lam = self._init_duals(agents)
+        lam = np.full(len(agents), cfg.lagrangian_init if self.lagrangian else 0.0, np.float32)
 
         sizes = [cfg.n_steps] * (timesteps // cfg.n_steps)
         if timesteps % cfg.n_steps:
@@ -166,28 +171,25 @@ class IPPO:
             batches, episodes = runner.collect(group_params, size, jax.random.fold_in(k_act, i))
             by_agent = {a: {k: v[j] for k, v in b.items()}
                         for g, b in zip(groups, batches) for j, a in enumerate(g.agents)}
-            lam, dual_diag = self._dual_step(lam, episodes, agents, by_agent)
-            row = {a: dict(dual_diag[a]) for a in agents}
-            for gi, (g, batch) in enumerate(zip(groups, batches)):
-                upd = _compiled_group_update(g.model, cfg, self.lagrangian)
-                lam_g = (np.zeros(len(g.agents), np.float32) if lam is None else
-                         np.asarray([lam[agents.index(a)] for a in g.agents], np.float32))
-                keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(k_upd, i), gi),
-                                        len(g.agents))
-                group_params[gi], group_opt[gi], stats = upd(
-                    group_params[gi], group_opt[gi], batch, lam_g, keys, np.int32(apps),
-                    np.int32(total_apps))
-                stats = jax.device_get(stats)
-                for j, a in enumerate(g.agents):
-                    row[a].update({k: float(v[j]) for k, v in stats.items()})
-            for a in agents:
-                row[a]["mean_reward"] = float(by_agent[a]["reward"].mean())
-                row[a]["mean_cost"] = float(by_agent[a]["cost"].mean())
-                row[a]["episodes"] = len(episodes["returns"][a])
-                row[a]["episode_return"] = _mean_or_nan(episodes["returns"][a])
+            means = {k: np.asarray([by_agent[a][k].mean() for a in agents]) for k in ("reward", "cost")}
+            stats = {}
+            if self.lagrangian:  # the dual step of programs.py, on this rollout's episodes
+                costs = [episodes["costs"][a] for a in agents]
+                lam, diag = dual_step(lam, np.asarray([float(np.sum(c)) for c in costs]),
+                                      np.asarray([len(c) for c in costs]), cfg)
+                lam = np.asarray(lam).astype(np.float32)
+                stats = {"mean_cost": means["cost"], **diag}
+            group_params, group_opt, learn_stats = learn_groups(
+                learns, groups, agents, group_params, group_opt, batches, lam,
+                jax.random.fold_in(k_upd, i), np.int32(apps), np.int32(total_apps))
+            stats.update(learn_stats)
+            stats.update(mean_reward=means["reward"], mean_cost=means["cost"],
+                         episodes=np.asarray([len(episodes["returns"][a]) for a in agents]),
+                         episode_return=np.asarray([_mean_or_nan(episodes["returns"][a])
+                                                    for a in agents]))
             apps += steps_per_update(size, cfg)
             step += size
-            history.append({"step": step, "agents": row})
+            history.append({"step": step, "agents": history_row(agents, jax.device_get(stats))})
             if progress_callback is not None:
                 progress_callback(step, timesteps)
         assert apps == total_apps  # the annealing denominator counted exactly these steps
@@ -197,11 +199,34 @@ class IPPO:
                 params[a] = jax.device_get(pa)
         return self._result(params, spaces_, history, timesteps, lam, agents)
 
+    def _train_core(self, core, timesteps, progress_callback) -> IPPOResult:
+        """The trainer's programs (`programs.programs`) for one seed; whole updates only."""
+        cfg = self.cfg
+        per_update = cfg.n_envs * cfg.n_steps
+        n_updates = timesteps // per_update
+        if n_updates < 1:
+            raise ValueError(f"timesteps: the compiled path runs whole updates of n_envs * n_steps "
+                             f"= {per_update} environment steps; expected at least that, got "
+                             f"{timesteps}")
+        prog = programs(core, cfg, self.lagrangian)
+        agents = list(prog.agent_spaces)
+        state = prog.init(jax.random.PRNGKey(self.seed), core.default_params)
+        total_apps = jnp.int32(n_updates * prog.apps_per_update)
+        history = []
+        for i in range(n_updates):
+            state, stats = prog.update(state, core.default_params, total_apps)
+            history.append({"step": (i + 1) * per_update,
+                            "agents": history_row(agents, jax.device_get(stats))})
+            if progress_callback is not None:
+                progress_callback((i + 1) * per_update, n_updates * per_update)
+        return self._result(agent_params(prog, jax.device_get(state.params)), prog.agent_spaces,
+                            history, n_updates * per_update, np.asarray(state.lam), agents)
+
     def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
         policies = {}
         for a in agents:
             meta = {"algo": self.algo_name, "agent": str(a), "seed": self.seed, "step": timesteps}
             pol_params = {"actor": params[a]["actor"], "critic": params[a]["critic"]}
             policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
-        lams = {} if lam is None else {a: float(lam[i]) for i, a in enumerate(agents)}
+        lams = {a: float(lam[i]) for i, a in enumerate(agents)} if self.lagrangian else {}
         return IPPOResult(policies, params, history, timesteps, lams)

@@ -1,28 +1,26 @@
 """PPO with the clipped surrogate (Stable-Baselines3 semantics), one compiled function per update.
 
-One update = collect n_envs x n_steps transitions, GAE, then n_epochs passes over a fresh permutation
-split into n_minibatches, each a gradient step on the clipped surrogate + value loss with one optimiser
-for actor and critic (global-norm clip, Adam, harmonic learning-rate decay per gradient step).
+One update = collect n_envs x n_steps transitions, GAE, then the learning step (`learner.py`):
+n_epochs passes over a fresh permutation split into n_minibatches, each a gradient step on the
+clipped surrogate + value loss with one optimiser for actor and critic (global-norm clip, Adam,
+harmonic learning-rate decay per gradient step).
 
 Optional early stop (``target_kl``, SB3 semantics): the first minibatch whose approximate KL to the
-rollout policy exceeds 1.5 x target_kl is not applied, and every remaining gradient step of the update
-is skipped (a `lax.cond`, so skipped steps cost nothing). On this environment the paper defaults let
+rollout policy exceeds 1.5 x target_kl ends the update. On this environment the paper defaults let
 the KL settle near 0.1 with half the samples clipped; the limit is the remedy, off by default.
 """
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 
 from ..common.losses import ppo_loss
-from ..common.minibatch import minibatch_epochs
-from ..common.optimizer import apply_adam, harmonic_lr, make_optimizer
+from ..common.optimizer import harmonic_lr, make_optimizer
 from ..common.rollout import make_rollout_phase
 from ..common.state import TrainState, init_train_state
 from .config import PPOConfig
+from .learner import make_learner
 
 __all__ = ["init", "make_phases", "make_update"]
 
@@ -45,54 +43,22 @@ def make_phases(model, env, cfg: PPOConfig):
     # One optimiser for actor and critic: global-norm clipping + Adam (lr applied per step).
     tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
     steps_per_update = cfg.n_epochs * cfg.n_minibatches
-    early_stop = math.isfinite(cfg.target_kl)
-    kl_stop = 1.5 * cfg.target_kl
 
     def loss_fn(params, batch):
         return ppo_loss(model, params, batch, cfg.clip_eps, cfg.vf_coef, cfg.ent_coef,
                         cfg.normalize_advantage)
 
+    def lr_at(step):
+        return harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
+
     rollout_phase = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda)
+    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches, 1.5 * cfg.target_kl)
 
     def learn_phase(state: TrainState, batch):
         data, roll_stats = batch
         key, k_perm = jax.random.split(state.key)
-        first_step = state.update * steps_per_update
-
-        def minibatch(carry, mb, e, m):
-            params, opt_state, stopped = carry
-            step = first_step + e * cfg.n_minibatches + m
-            lr = harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
-
-            def take_step(_):
-                (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
-                too_far = stats["approx_kl"] > kl_stop
-                new_params, new_opt = apply_adam(tx, grads, opt_state, params, lr)
-                keep = lambda old, new: jnp.where(too_far, old, new)  # noqa: E731
-                return (jax.tree_util.tree_map(keep, params, new_params),
-                        jax.tree_util.tree_map(keep, opt_state, new_opt), too_far, stats)
-
-            def skip(_):
-                shapes = jax.eval_shape(loss_fn, params, mb)[1]
-                nan_stats = {k: jnp.full(v.shape, jnp.nan, v.dtype) for k, v in shapes.items()}
-                return params, opt_state, jnp.bool_(True), nan_stats
-
-            if early_stop:
-                params, opt_state, stopped, stats = jax.lax.cond(stopped, skip, take_step, None)
-            else:
-                params, opt_state, stopped, stats = take_step(None)
-            applied = jnp.logical_not(stopped).astype(jnp.float32)
-            return (params, opt_state, stopped), {**stats, "lr": lr, "grad_steps": applied}
-
-        (params, opt_state, _), stats = minibatch_epochs(
-            minibatch, (state.params, state.opt_state, jnp.bool_(False)), data, k_perm,
-            cfg.n_epochs, cfg.n_minibatches)
-        lr_last = stats.pop("lr")[-1, -1]
-        grad_steps = stats.pop("grad_steps").sum()
-        # Means over the minibatches that were evaluated (skipped ones carry NaN).
-        stats = {k: jnp.nanmean(v) for k, v in stats.items()}
-        stats["lr"] = lr_last
-        stats["grad_steps"] = grad_steps
+        params, opt_state, stats = learn(state.params, state.opt_state, data, k_perm,
+                                         state.update * steps_per_update, lr_at)
         stats.update(roll_stats)
         if "log_std" in params["actor"]:
             stats["std"] = jnp.exp(params["actor"]["log_std"]).mean()

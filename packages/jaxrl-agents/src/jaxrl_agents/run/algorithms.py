@@ -5,7 +5,8 @@ environment and the network definitions, how to compile the seed-vmapped program
 environment and whether runs can start from another run's policy; so the trainer, the CLI, the
 sweep and the benchmark never branch on the algorithm. PPO and TRPO modules expose the same
 surface: ``init(seed_key, model, env, env_params, cfg)``, ``make_phases(model, env, cfg)`` (rollout
-half, learning half) and ``make_update(model, env, cfg)`` (the two chained, for one seed).
+half, learning half) and ``make_update(model, env, cfg)`` (the two chained, for one seed). IPPO's
+module (`ippo.programs`) gives the same update over the agent axis of a multi-agent core.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from ..common.envs import DEFAULT_ENV, check_env, load_env
 from ..common.evaluation import evaluate_episode
 from ..common.networks import ActorCritic
 from ..ippo import config as ippo_config
+from ..ippo import programs as ippo_programs
+from ..ippo.agent_axis import core_spaces
+from ..ippo.spaces import MARLPolicy
 
 __all__ = ["ALGORITHMS", "Algorithm", "get_algorithm", "make_config", "Compiled",
            "compile_algorithm", "model_for", "FINITE_STAT", "all_finite", "ALIASES",
@@ -153,14 +157,12 @@ class AgentNetworks(NamedTuple):
 
     @classmethod
     def of(cls, core, cfg) -> AgentNetworks:
-        """The network definition of every agent of `core` under `cfg` (as `ippo.compiled.core_spaces` builds it).
+        """The network definition of every agent of `core` under `cfg` (`ippo.agent_axis.core_spaces`).
 
         Args:
             core: the functional multi-agent core.
             cfg: the IPPO config (its network fields).
         """
-        from ..ippo.compiled import core_spaces
-
         return cls({a: sp.model for a, sp in core_spaces(core, cfg).items()})
 
     def to_dict(self) -> dict:
@@ -176,16 +178,13 @@ _IPPO_ROLLOUT_STATS = ("mean_reward", "mean_cost", "episodes", "episode_return",
 
 
 def _compile_ippo(name: str, env, cfg) -> Compiled:
-    """IPPO's seed-axis programs over the one-seed `ippo.compiled.program`.
+    """IPPO's seed-axis programs over the one-seed `ippo.programs.programs`.
 
     Seeds run one after another (`lax.map`) inside one program, as PPO's learning phase does; stats
     are flattened to ``"<agent>/<name>"`` columns, plus the per-seed `FINITE_STAT`.
     """
-    from ..ippo import compiled as ic
-    from ..ippo.spaces import MARLPolicy
-
     lagrangian = name == "ippo_lagrangian"
-    prog = ic.program(env, ippo_config.algorithm_config(cfg), lagrangian)
+    prog = ippo_programs.programs(env, ippo_config.algorithm_config(cfg), lagrangian)
     agents = list(prog.agent_spaces)
     total_apps = cfg.n_updates * prog.apps_per_update
 
@@ -203,14 +202,14 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
     _update = jax.jit(_update, donate_argnums=0)
 
     def update(states, env_params):
-        # The annealing denominator stays a traced argument, as in IPPO.train's compiled path.
+        # The annealing denominator stays a traced argument, as in IPPO.train on a core.
         return _update(states, env_params, jnp.int32(total_apps))
 
     evaluate = jax.jit(jax.vmap(prog.evaluate_fn, in_axes=(0, None, None)))
 
     def policies(params, meta):
         out = {}
-        for a, p in ic.agent_params(prog, params).items():
+        for a, p in ippo_programs.agent_params(prog, params).items():
             sp = prog.agent_spaces[a]
             out[a] = MARLPolicy(sp.model, {"actor": p["actor"], "critic": p["critic"]},
                                 {**meta, "agent": str(a)}, sp)
@@ -255,25 +254,21 @@ def _ippo_env(env, env_options, cfg):
     A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
     ``n_envs > 1``, as `IPPO.train` does.
     """
-    from ..ippo.train import is_functional_marl_env
+    from ..ippo.train import functional_core
 
     spec = env if isinstance(env, str) else None
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
-    if is_functional_marl_env(core):
-        obj = core
-    if is_functional_marl_env(obj):
-        check_env(obj)
-        return spec, obj
-    return spec, None
+    core = functional_core(obj, cfg.n_envs)
+    if core is not None:
+        check_env(core)
+    return spec, core
 
 
 class Algorithm(NamedTuple):
     """A registry entry: what the trainer needs of one algorithm.
 
     Attributes:
-        module: the algorithm's module (``ppo``, ``trpo``; None for IPPO, whose programs come from
-            ``ippo.compiled``).
+        module: the algorithm's module (``ppo``, ``trpo``, ``ippo.programs``).
         config: the config class (fields, defaults, validation, the run's budget).
         compile: (name, env, cfg) -> `Compiled`, the seed-vmapped programs.
         networks: (env, cfg) -> the network definition(s) config.json records.
@@ -297,8 +292,8 @@ class Algorithm(NamedTuple):
 ALGORITHMS = {
     "ppo": Algorithm(ppo, ppo.PPOConfig, _compile_single_agent, model_for),
     "trpo": Algorithm(trpo, trpo.TRPOConfig, _compile_single_agent, model_for),
-    "ippo": Algorithm(None, ippo_config.IPPOTrainConfig, _compile_ippo, AgentNetworks.of,
+    "ippo": Algorithm(ippo_programs, ippo_config.IPPOTrainConfig, _compile_ippo, AgentNetworks.of,
                       _ippo_env, DEFAULT_MARL_ENV, fine_tunes=False),
-    "ippo_lagrangian": Algorithm(None, ippo_config.IPPOLagrangianTrainConfig, _compile_ippo,
+    "ippo_lagrangian": Algorithm(ippo_programs, ippo_config.IPPOLagrangianTrainConfig, _compile_ippo,
                                  AgentNetworks.of, _ippo_env, DEFAULT_MARL_ENV, fine_tunes=False),
 }

@@ -22,11 +22,17 @@ import re
 import sys
 import time
 
+import jax
+
+from ..common.envs import load_env
 from ..common.fileio import atomic_write_json, lock_directory
 from ..ippo import IPPO, IPPO_Lagrangian
 from ..ippo.config import algorithm_config
-from .run_config import write_run_config
-from .run_files import PROGRESS_CSV, make_run_dirs, remove_new_run_dirs, write_progress
+from ..ippo.rollout import check_parallel_env
+from .records import fmt
+from .results import TrainResult
+from .run_config import run_record, write_run_config
+from .run_files import PROGRESS_CSV, make_run_dirs, read_progress, remove_new_run_dirs, write_progress
 
 __all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR", "safe_agent_name"]
 
@@ -79,62 +85,66 @@ class MilestoneBar:
             self._bar.close()
 
 
-def _cell(v) -> str:
-    if isinstance(v, bool):
-        return str(int(v))
-    if isinstance(v, int):
-        return str(v)
-    return repr(float(v))
-
-
-def train_parallel(algo: str, env, cfg, seed: int, out: str, tag: str, progress: str | None,
-                   run_config: dict):
-    """Train on ParallelEnv `env` and write the run directory described above.
+def train_parallel(plan) -> TrainResult:
+    """Train on the plan's ParallelEnv and write the run directory described above.
 
     Args:
-        algo: "ippo" or "ippo_lagrangian".
-        env: the ParallelEnv.
-        cfg: the trainer's config (`ippo.config.IPPOTrainConfig` or its Lagrangian form); its
-            ``total_steps`` is the exact budget (the last rollout is shortened).
-        seed: the one seed (a ParallelEnv is one environment: seeds cannot be trained together).
-        out: parent directory of the run directory, as in `run.trainer.train`.
-        tag: optional suffix of the run directory name, as in `run.trainer.train`.
-        progress: "bar", "off", "lines" (no bar) or None (bar on a terminal).
-        run_config: the fields of config.json (the trainer's record of the run).
-
-    Returns:
-        (run_dir, `ippo.IPPOResult`).
+        plan: the trainer's checked plan (`session.plan_new_run`) of a ParallelEnv run: its env
+            a ParallelEnv or the ``module:factory`` of one, one seed (a ParallelEnv is one
+            environment: seeds cannot be trained together), and a config whose ``total_steps``
+            is the exact budget (the last rollout is shortened).
     """
-    trainer = (IPPO_Lagrangian if algo == "ippo_lagrangian" else IPPO)(algorithm_config(cfg), seed)
-    (run_dir,) = make_run_dirs(out, algo, (seed,), tag)
-    finished = False
-    with lock_directory(run_dir):
-        try:
-            write_run_config(run_dir, {**run_config, "checkpointed": False})
-            enabled = progress == "bar" or (progress is None and sys.stderr.isatty())
-            bar = MilestoneBar(cfg.total_steps, enabled)
-            t0, walls = time.perf_counter(), []
-
-            def callback(completed, total):
-                walls.append(time.perf_counter() - t0)
-                bar(completed, total)
-
+    if plan.tensorboard:
+        raise ValueError("tensorboard: an IPPO run on a PettingZoo ParallelEnv stepped from Python "
+                         "writes progress.csv and history.json only; train on the env's "
+                         "functional core for TensorBoard files")
+    env = (load_env(plan.env, plan.env_options, check=False) if isinstance(plan.env, str)
+           else plan.env)
+    check_parallel_env(env)
+    if len(plan.seeds) != 1:
+        raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from Python, "
+                         f"so its seeds cannot be trained together; expected one seed, got "
+                         f"{list(plan.seeds)} (run one command per seed, or use a functional core)")
+    cfg, (seed,) = plan.cfg, plan.seeds
+    trainer = (IPPO_Lagrangian if plan.algo == "ippo_lagrangian" else IPPO)(algorithm_config(cfg),
+                                                                            seed)
+    record = run_record(plan.algo, plan.env_spec, plan.env_options, env, cfg, plan.seeds, plan.tag,
+                        plan.out, plan.argv)
+    # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
+    # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
+    # rollout's float64 numpy rewards would promote GAE to float64 and move every number.
+    with jax.enable_x64(False):
+        (run_dir,) = make_run_dirs(plan.out, plan.algo, (seed,), plan.tag)
+        finished = False
+        with lock_directory(run_dir):
             try:
-                result = trainer.train(env, cfg.total_steps, progress_callback=callback)
+                write_run_config(run_dir, {**record, "timesteps": cfg.total_steps,
+                                           "checkpointed": False})
+                enabled = plan.progress == "bar" or (plan.progress is None and sys.stderr.isatty())
+                bar = MilestoneBar(cfg.total_steps, enabled)
+                t0, walls = time.perf_counter(), []
+
+                def callback(completed, total):
+                    walls.append(time.perf_counter() - t0)
+                    bar(completed, total)
+
+                try:
+                    result = trainer.train(env, cfg.total_steps, progress_callback=callback)
+                finally:
+                    bar.close()
+                finished = True
             finally:
-                bar.close()
-            finished = True
-        finally:
-            if not finished:  # nothing but config.json was written: leave no orphan
-                remove_new_run_dirs([run_dir])
-        rows = []
-        for h, wall in zip(result.history, walls):
-            row = {"step": str(h["step"]), "wall": _cell(wall)}
-            for a, stats in h["agents"].items():
-                row.update({f"{a}/{k}": _cell(v) for k, v in stats.items()})
-            rows.append(row)
-        write_progress(os.path.join(run_dir, PROGRESS_CSV), rows)
-        atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
-        for agent, policy in result.policies.items():
-            policy.save(os.path.join(run_dir, POLICIES_DIR, safe_agent_name(agent)))
-    return run_dir, result
+                if not finished:  # nothing but config.json was written: leave no orphan
+                    remove_new_run_dirs([run_dir])
+            rows = []
+            for h, wall in zip(result.history, walls):
+                row = {"step": str(h["step"]), "wall": fmt(wall)}
+                for a, stats in h["agents"].items():
+                    row.update({f"{a}/{k}": fmt(v) for k, v in stats.items()})
+                rows.append(row)
+            write_progress(os.path.join(run_dir, PROGRESS_CSV), rows)
+            atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
+            for agent, policy in result.policies.items():
+                policy.save(os.path.join(run_dir, POLICIES_DIR, safe_agent_name(agent)))
+    return TrainResult([run_dir], result.params,
+                       [read_progress(os.path.join(run_dir, PROGRESS_CSV))], True)

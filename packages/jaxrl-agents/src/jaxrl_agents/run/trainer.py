@@ -37,18 +37,16 @@ policies), loop.py (the loop), resume.py (`resume`), results.py (`TrainResult`, 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import jax
 
 from ..common.config import AlgoConfig
-from ..common.envs import DEFAULT_ENV, load_env
+from ..common.envs import DEFAULT_ENV
 from .checks import check_stop_after, check_time_budget
 from .records import decade_crossed, report_every_updates
 from .results import NonFiniteError, TrainResult
-from .run_config import run_record
-from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
+from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG
 from .session import Session, plan_new_run
 
 __all__ = ["train", "resume", "TrainResult", "NonFiniteError", "Session", "RUN_CONFIG",
@@ -118,7 +116,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
                             checkpoint_every, progress, argv, network, network_options,
                             report_every, preset, init_from, tensorboard)
         if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
-            return _train_parallel(plan)
+            from .ippo_parallel import train_parallel
+
+            return train_parallel(plan)
     with Session.start(plan) as session:
         return session.advance(stop_after, time_budget)
 
@@ -156,39 +156,3 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
     time_budget = check_time_budget(time_budget)
     with Session.resume(run_dir, env, progress, total_steps) as session:
         return session.advance(stop_after, time_budget)
-
-
-def _train_parallel(plan) -> TrainResult:
-    """IPPO on a PettingZoo ParallelEnv stepped from Python, in one call (no checkpoints)."""
-    from ..ippo.rollout import check_parallel_env
-    from .ippo_parallel import train_parallel
-
-    algo, env, env_spec, env_options, cfg, seeds = (plan.algo, plan.env, plan.env_spec,
-                                                    plan.env_options, plan.cfg, plan.seeds)
-    if plan.tensorboard:
-        raise ValueError("tensorboard: an IPPO run on a PettingZoo ParallelEnv stepped from Python "
-                         "writes progress.csv and history.json only; train on the env's "
-                         "functional core for TensorBoard files")
-    obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    check_parallel_env(obj)
-    if len(seeds) != 1:
-        raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from Python, "
-                         f"so its seeds cannot be trained together; expected one seed, got "
-                         f"{list(seeds)} (run one command per seed, or use a functional core)")
-    if cfg.n_envs != 1:
-        raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
-                         f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
-                         f"functional multi-agent core (or an env exposing it as env.core) to "
-                         f"run many environments compiled")
-    rc = {**run_record(algo, env_spec, env_options, obj, cfg, seeds, plan.tag, plan.out,
-                     plan.argv),
-          "timesteps": cfg.total_steps}
-    # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
-    # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
-    # rollout's float64 numpy rewards would promote GAE to float64 and move every number.
-    with jax.enable_x64(False):
-        run_dir, result = train_parallel(algo, obj, cfg, seeds[0], plan.out, plan.tag, plan.progress,
-                                         rc)
-    return TrainResult([run_dir], result.params,
-                       [read_progress(os.path.join(run_dir, PROGRESS_CSV))], True)
-
