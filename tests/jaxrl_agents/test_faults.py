@@ -340,7 +340,7 @@ def test_cli_out_that_is_a_file_or_unwritable_gives_one_line(tmp_path, monkeypat
     def read_only(path, *a, **k):
         raise PermissionError(errno.EACCES, "Permission denied", path)
 
-    monkeypatch.setattr(trainer.os, "makedirs", read_only)
+    monkeypatch.setattr(os, "makedirs", read_only)  # the os module every run module uses
     line = _one_line_error(capsys, cli.main(["--env", TOY_ENV, "--out", str(tmp_path / "ro")]),
                            expected_code=1)
     assert line == (f"jaxrl-train: error: {tmp_path / 'ro'}: Permission denied (every file "
