@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--until", default=None, metavar="HH:MM", help="stop at this local time")
     run.add_argument("--entry", action="append", default=None, metavar="NAME",
                      help="run only this entry (repeatable)")
+    run.add_argument("--seed", action="append", type=int, default=None, metavar="N",
+                     help="run only this seed (repeatable)")
     run.add_argument("--progress", choices=("bar", "lines", "off"), default="lines")
     summ = sub.add_parser("summarize", help="rewrite the summaries of the runs that exist")
     summ.add_argument("campaign")
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         from .runner import parse_deadline, run_campaign
 
         deadline = parse_deadline(args.minutes, args.until)
-        return run_campaign(campaign, deadline=deadline, entries=args.entry,
+        return run_campaign(campaign, deadline=deadline, entries=args.entry, seeds=args.seed,
                             progress=args.progress)
     except ValueError as e:
         print(f"campaign: error: {e}", file=sys.stderr)

@@ -10,6 +10,10 @@ the folders say what exists, and each run's checkpoint says how far it got.
 - a run directory that never reached its first checkpoint: moved aside to
   ``<name>.incomplete-<n>`` (nothing is deleted) and started again;
 - a finished run: summarised again only if its summary is missing;
+- no run directory but a committed summary (the run was made on another machine or in an earlier
+  session, whose run directories are gone): left as it is. A finished one is skipped; an interrupted
+  one cannot resume, so it is reported and skipped too (remove its summary to start it afresh) —
+  the runner never replaces a committed summary by a new run's without being told;
 - a run directory another process holds (its lock): waited for, then treated as above.
 
 A deadline (``--minutes`` or ``--until``), SIGINT or SIGTERM interrupts the current run with
@@ -20,6 +24,7 @@ the next ``run`` resumes it from the last checkpoint.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -114,15 +119,25 @@ def _deadline_passed(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
+def _committed_status(campaign: Campaign, entry: Entry, seed: int) -> str | None:
+    """The status its committed summary gives (entry, seed) ("finished", ...), or None if none."""
+    path = summary_paths(campaign, entry, seed)["json"]
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f).get("status")
+
+
 def run_campaign(campaign: Campaign, *, deadline: float | None = None,
-                 entries: list[str] | None = None, code_version: str | None = None,
-                 progress: str = "lines") -> int:
+                 entries: list[str] | None = None, seeds: list[int] | None = None,
+                 code_version: str | None = None, progress: str = "lines") -> int:
     """Start or continue every (entry, seed) of `campaign` in schedule order.
 
     Args:
         campaign: the parsed campaign file.
         deadline: time.time() at which to interrupt the current run and stop (None: none).
         entries: run only these entry names (default: all).
+        seeds: run only these seeds (default: all), e.g. to split a campaign over two runners.
         code_version: the code version recorded in summaries (default: ``git describe``).
         progress: jaxrl-train's ``--progress``.
 
@@ -137,8 +152,12 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
     if selected:
         for name in selected:
             campaign.entry(name)  # ValueError naming the choices
+    for seed in seeds or ():
+        if seed not in campaign.seeds:
+            raise ValueError(f"--seed: expected one of the campaign's seeds {list(campaign.seeds)}, "
+                             f"got {seed}")
     for entry, seed in campaign.schedule():
-        if selected and entry.name not in selected:
+        if (selected and entry.name not in selected) or (seeds and seed not in seeds):
             continue
         if _deadline_passed(deadline):
             return 3
@@ -153,6 +172,13 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
                 print(f"campaign: {label}: {run_dir} never reached a checkpoint; moved to "
                       f"{_set_aside(run_dir)}", flush=True)
                 run_dir = None
+        if run_dir is None and (committed := _committed_status(campaign, entry, seed)):
+            how = ("finished" if committed == "finished" else
+                   f"{committed}, and cannot resume without its run directory (remove its summary "
+                   f"to start it afresh)")
+            print(f"campaign: {label}: summarised in {summary_paths(campaign, entry, seed)['json']} "
+                  f"but its run directory is not on this machine; {how}; skipped", flush=True)
+            continue
         if run_dir is None:
             source = _source_dir(campaign, entry, seed)
             if entry.init_from is not None and source is None:
