@@ -175,6 +175,38 @@ def test_a_second_run_does_nothing(campaign_dir):
     assert {p: p.stat().st_mtime_ns for p in (root / "summaries").rglob("*")} == stamps
 
 
+def test_a_new_machine_keeps_the_committed_summaries(campaign_dir, tmp_path, capsys):
+    """A later session has the committed summaries but none of the run directories: the runs
+    they summarise are skipped, an interrupted one included, and no summary is rewritten."""
+    import shutil
+
+    root, campaign, _ = campaign_dir
+    shutil.copytree(root / "summaries", tmp_path / "summaries")
+    shutil.copy(root / "mini.toml", tmp_path / "mini.toml")
+    ft_summary = tmp_path / "summaries" / "ft" / "s1.json"
+    ft_summary.write_text(ft_summary.read_text().replace('"status": "finished"',
+                                                         '"status": "interrupted"'))
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "summaries").rglob("*")}
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        capsys.readouterr()
+        assert run_campaign(load_campaign("mini.toml"), seeds=[1], progress="off") == 0
+    finally:
+        os.chdir(old)
+    out = capsys.readouterr().out
+    assert "base seed 1" in out and "finished; skipped" in out
+    assert "ft seed 1" in out and "cannot resume without its run directory" in out
+    assert not (tmp_path / "runs").exists()
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "summaries").rglob("*")} == stamps
+
+
+def test_a_seed_outside_the_campaign_is_refused_by_name(campaign_dir):
+    _, campaign, _ = campaign_dir
+    with pytest.raises(ValueError, match=r"--seed: expected one of the campaign's seeds \[1\], got 2"):
+        run_campaign(campaign, seeds=[2], progress="off")
+
+
 def test_the_page_is_built_from_the_summaries_alone(campaign_dir, tmp_path):
     pytest.importorskip("matplotlib")
     root, campaign, _ = campaign_dir
