@@ -120,7 +120,7 @@ def test_paper_defaults():
     assert t.activation == "relu" and t.target_kl == 0.01 and t.n_updates == 2441
     with pytest.raises(ValueError, match="algo: expected one of"):
         make_config("sac")
-    with pytest.raises(ValueError, match="unknown fields"):
+    with pytest.raises(ValueError, match="unknown keys"):
         make_config("ppo", {"n_epoch": 3})
 
 

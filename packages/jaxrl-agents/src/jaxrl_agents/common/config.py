@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,33 @@ class ValidatedConfig:
     def _check_consistency(self) -> None:
         """Checks across fields (subclasses extend it); raise ValueError naming the field."""
 
+    @classmethod
+    def coerce(cls, cfg=None, name: str = "config"):
+        """This class's config from None (the defaults), a mapping of fields or a config object.
+
+        A mapping's missing fields take their defaults; an object of another config class gives
+        its fields to this one (IPPO's config into IPPO-Lagrangian's).
+
+        Raises:
+            ValueError: naming `name`, for another type or unknown keys (valid keys listed),
+                and every field check of the class.
+        """
+        if cfg is None:
+            return cls()
+        if isinstance(cfg, cls):
+            return cfg
+        if isinstance(cfg, ValidatedConfig):
+            cfg = dataclasses.asdict(cfg)
+        if not isinstance(cfg, Mapping):
+            raise ValueError(f"{name}: expected a {cls.__name__}, a mapping of its fields or None, "
+                             f"got {type(cfg).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(k) for k in set(cfg) - names)
+        if unknown:
+            raise ValueError(f"{name}: unknown keys {unknown} for {cls.__name__}; valid keys: "
+                             f"{sorted(names)}")
+        return cls(**dict(cfg))
+
     def to_dict(self) -> dict:
         """The fields as JSON-ready values (``hidden`` as a list)."""
         d = dataclasses.asdict(self)
@@ -170,7 +198,7 @@ class RolloutBudget:
 
     Put it before the config class in the bases (PPO/TRPO's `AlgoConfig`, IPPO's trainer configs):
     it adds the check that the budget holds at least one update and that its counts fit the
-    compiled int32 counters, and `from_dict`.
+    compiled int32 counters.
     """
 
     def _check_consistency(self) -> None:
@@ -213,36 +241,41 @@ class RolloutBudget:
         """Number of updates: total_steps // rollout_size."""
         return self.total_steps // self.rollout_size
 
-    @classmethod
-    def from_dict(cls, d: dict):
-        """Build from a dict (e.g. config.json), rejecting unknown keys with a clear message."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown fields {unknown}; valid: {sorted(names)}")
-        return cls(**d)
-
 
 @dataclasses.dataclass(frozen=True)
-class AlgoConfig(RolloutBudget, ValidatedConfig):
-    """Fields shared by every on-policy algorithm. Subclasses add theirs and `_check_consistency`."""
+class RolloutConfig(ValidatedConfig):
+    """Fields of every on-policy learner here, IPPO's included.
+
+    The rollout, the returns, Adam and the default towers; subclasses redeclare a field to change
+    its default.
+    """
 
     n_envs: int = cfg_field(64, "pos_int", "parallel environments")
     n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")
-    total_steps: int = cfg_field(20_000_000, "pos_int",
-                                 "environment steps to train for (rounded down to whole updates)")
     gamma: float = cfg_field(0.99, "unit_interval", "discount factor")
     gae_lambda: float = cfg_field(0.95, "unit_interval", "GAE lambda")
     lr: float = cfg_field(3e-4, "pos_float", "initial learning rate")
-    lr_decay: float = cfg_field(10**0.4, "nonneg_float",
-                                "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
     adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
     hidden: tuple = cfg_field((128, 128), "hidden", "hidden layer widths (actor, and critic "
                               "unless --critic-hidden)")
+    activation: str = cfg_field("tanh", "activation", "hidden activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoConfig(RolloutBudget, RolloutConfig):
+    """The PPO/TRPO trainer's fields.
+
+    The budget, the learning-rate decay, the policy's initial std and user networks; subclasses
+    add theirs and `_check_consistency`.
+    """
+
+    total_steps: int = cfg_field(20_000_000, "pos_int",
+                                 "environment steps to train for (rounded down to whole updates)")
+    lr_decay: float = cfg_field(10**0.4, "nonneg_float",
+                                "harmonic decay k: lr = lr0 / (1 + k * progress); 0 = constant")
     critic_hidden: tuple | None = cfg_field(
         None, "hidden_or_none", "hidden layer widths of the critic when they differ from the "
         "actor's (SB3's net_arch=dict(pi=..., vf=...)); default: hidden")
-    activation: str = cfg_field("tanh", "activation", "hidden activation")
     log_std_init: float = cfg_field(0.0, "float", "initial log std of the Gaussian policy "
                                     "(every action dimension; 0: std 1, the paper's)")
     network: str | None = cfg_field(

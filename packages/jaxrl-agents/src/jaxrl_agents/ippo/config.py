@@ -1,8 +1,9 @@
 """Validated configurations of IPPO and IPPO-Lagrangian.
 
-Same machinery as the PPO/TRPO configs (common.config.ValidatedConfig and cfg_field: a validation rule and a CLI help string
-per field, checked in Python before anything is compiled), with the multi-agent fields. As there,
-every float must be finite: an infinite learning rate or cost limit is always a typo.
+Their fields are PPO's, declared once: the rollout fields of `common.config.RolloutConfig` and the
+learning step's of `ppo.config.PPOLossConfig`; IPPO only changes four defaults and adds
+``anneal_lr`` (and IPPO-Lagrangian its multiplier). Validation is the same machinery as PPO's and
+TRPO's, in Python before anything is compiled; every float must be finite.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ..common.config import RolloutBudget, ValidatedConfig, cfg_field
+from ..common.config import RolloutBudget, RolloutConfig, cfg_field
+from ..ppo.config import PPOLossConfig
 
 __all__ = ["IPPOConfig", "IPPOLagrangianConfig", "validate_ippo_config", "IPPOTrainConfig",
            "IPPOLagrangianTrainConfig", "algorithm_config"]
 
 
 @dataclasses.dataclass(frozen=True)
-class IPPOConfig(ValidatedConfig):
+class IPPOConfig(PPOLossConfig, RolloutConfig):
     """IPPO hyper-parameters (per agent; every agent has its own networks and optimiser).
 
     A rollout is `n_steps` parallel-environment steps (each gives one transition per agent) in each
@@ -26,25 +28,14 @@ class IPPOConfig(ValidatedConfig):
     """
 
     n_envs: int = cfg_field(1, "pos_int", "parallel environments (1 for a PettingZoo ParallelEnv)")
-    n_steps: int = cfg_field(128, "pos_int", "environment steps per rollout")
+    hidden: tuple = cfg_field((64, 64), "hidden", "hidden layer widths (actor and critic)")
     n_epochs: int = cfg_field(4, "pos_int", "passes over each rollout")
     n_minibatches: int = cfg_field(4, "pos_int",
                                    "minibatches per epoch (reduced to the largest divisor of the "
                                    "rollout length if it does not divide it)")
-    lr: float = cfg_field(3e-4, "pos_float", "initial Adam learning rate")
     anneal_lr: bool = cfg_field(True, "bool",
                                 "anneal the learning rate linearly to 0 over the exact number of "
                                 "optimiser applications")
-    gamma: float = cfg_field(0.99, "unit_interval", "discount factor")
-    gae_lambda: float = cfg_field(0.95, "unit_interval", "GAE lambda")
-    clip_eps: float = cfg_field(0.2, "pos_float", "PPO clip range epsilon")
-    vf_coef: float = cfg_field(0.5, "nonneg_float", "value-loss coefficient")
-    ent_coef: float = cfg_field(0.0, "nonneg_float", "entropy bonus coefficient")
-    max_grad_norm: float = cfg_field(0.5, "pos_float", "global gradient-norm clip")
-    adam_eps: float = cfg_field(1e-5, "pos_float", "Adam epsilon")
-    normalize_advantage: bool = cfg_field(True, "bool", "standardise advantages per minibatch")
-    hidden: tuple = cfg_field((64, 64), "hidden", "hidden layer widths (actor and critic)")
-    activation: str = cfg_field("tanh", "activation", "hidden activation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,35 +66,12 @@ class IPPOLagrangianConfig(IPPOConfig):
 
 def validate_ippo_config(cfg: Mapping | IPPOConfig | None = None, *,
                          lagrangian: bool = False) -> IPPOConfig:
-    """Validated IPPO (or, with ``lagrangian=True``, IPPO-Lagrangian) configuration.
+    """Validated IPPO (``lagrangian=True``: IPPO-Lagrangian) config.
 
-    Args:
-        cfg: None (all defaults), a mapping of field -> value (missing fields take their defaults)
-            or a config object.
-        lagrangian: validate against `IPPOLagrangianConfig` instead of `IPPOConfig`.
-
-    Returns:
-        The frozen config object.
-
-    Raises:
-        ValueError: unknown keys, wrong types, non-finite values, values out of range,
-            non-positive sizes, unsupported activations, malformed hidden widths.
+    From None (the defaults), a mapping of fields or a config object (`ValidatedConfig.coerce`;
+    ValueError names the field).
     """
-    cls = IPPOLagrangianConfig if lagrangian else IPPOConfig
-    if cfg is None:
-        return cls()
-    if isinstance(cfg, IPPOConfig):
-        if lagrangian and not isinstance(cfg, IPPOLagrangianConfig):
-            cfg = cfg.to_dict()
-        else:
-            return cfg
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"cfg: expected a mapping of config fields or None, got {type(cfg).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(str(k) for k in set(cfg) - names)
-    if unknown:
-        raise ValueError(f"cfg: unknown keys {unknown} for {cls.__name__}; valid keys: {sorted(names)}")
-    return cls(**dict(cfg))
+    return (IPPOLagrangianConfig if lagrangian else IPPOConfig).coerce(cfg, "cfg")
 
 
 # ------------------------------------------------------------------ the trainer's configs

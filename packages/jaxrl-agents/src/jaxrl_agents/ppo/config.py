@@ -5,18 +5,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..common.config import AlgoConfig, cfg_field
+from ..common.config import AlgoConfig, ValidatedConfig, cfg_field
 
-__all__ = ["PPOConfig"]
+__all__ = ["PPOConfig", "PPOLossConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(AlgoConfig):
-    """PPO hyper-parameters; defaults are the project's PPO runs."""
+class PPOLossConfig(ValidatedConfig):
+    """PPO's learning-step fields: epochs, minibatches and the clipped loss (IPPO's too)."""
 
-    n_envs: int = cfg_field(64, "pos_int", "parallel environments")
-    n_steps: int = cfg_field(128, "pos_int", "steps per environment per update")
-    activation: str = cfg_field("tanh", "activation", "hidden activation")
     n_epochs: int = cfg_field(10, "pos_int", "passes over each rollout")
     n_minibatches: int = cfg_field(32, "pos_int", "minibatches per epoch (must divide the batch)")
     clip_eps: float = cfg_field(0.2, "pos_float", "PPO clip range epsilon")
@@ -24,6 +21,12 @@ class PPOConfig(AlgoConfig):
     ent_coef: float = cfg_field(0.0, "nonneg_float", "entropy bonus coefficient")
     max_grad_norm: float = cfg_field(0.5, "pos_float", "global gradient-norm clip")
     normalize_advantage: bool = cfg_field(True, "bool", "normalise advantages per minibatch")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig(PPOLossConfig, AlgoConfig):
+    """PPO hyper-parameters; defaults are the project's PPO runs."""
+
     target_kl: float = cfg_field(math.inf, "pos_float_or_inf",
                                  "skip the rest of an update once a minibatch starts with approx KL "
                                  "> 1.5 x this (SB3 semantics); inf = never")

@@ -55,14 +55,10 @@ def get_algorithm(name: str) -> Algorithm:
 def make_config(name: str, config: AlgoConfig | dict | None = None) -> AlgoConfig:
     """Validated config of algorithm `name` from a config object, a dict of fields or None."""
     cls = get_algorithm(name).config
-    if config is None:
-        return cls()
-    if isinstance(config, dict):
-        return cls.from_dict(config)
-    if not isinstance(config, cls):
+    if config is not None and not isinstance(config, (cls, dict)):
         raise ValueError(f"config: expected a {cls.__name__} for algo {name!r}, got "
                          f"{type(config).__name__}")
-    return config
+    return cls.coerce(config)
 
 
 def model_for(env, cfg: AlgoConfig) -> ActorCritic:
