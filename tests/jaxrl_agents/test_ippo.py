@@ -16,8 +16,8 @@ from jaxrl_agents import Policy
 from jaxrl_agents.common.gae import gae_next_values
 from jaxrl_agents.ippo import IPPO, check_budget
 from jaxrl_agents.ippo.config import IPPOConfig, validate_ippo_config
-from jaxrl_agents.ippo.lagrangian import IPPO_Lagrangian
-from jaxrl_agents.ippo.losses import dual_update, lagrangian_advantage
+from jaxrl_agents.ippo import IPPO_Lagrangian
+from jaxrl_agents.ippo.losses import dual_step, lagrangian_advantage
 from jaxrl_agents.ippo.learn import minibatch_count, optimizer_applications
 from jaxrl_agents.ippo.agent_axis import group_agents, stack_params
 from jaxrl_agents.ippo.rollout import ActionRewriteError, ParallelRunner
@@ -307,8 +307,10 @@ def test_dual_update_steps_only_with_completed_episodes_and_clamps():
     cfg = validate_ippo_config({"cost_limit": 2.0, "lagrangian_lr": 0.5, "lambda_max": 3.0},
                                lagrangian=True)
     lam = jnp.array([1.0, 1.0, 1.0, 2.9], jnp.float32)
-    new, budget, viol = dual_update(lam, jnp.array([0.0, 6.0, 0.0, 40.0]),
-                                    jnp.array([0, 2, 1, 1]), cfg)
+    new, diag = dual_step(lam, jnp.array([0.0, 6.0, 0.0, 40.0]), jnp.array([0, 2, 1, 1]), cfg)
+    budget, viol = diag["cost_return_budget"], diag["constraint_violation"]
+    assert diag["dual_update_applied"].tolist() == [False, True, True, True]
+    assert diag["lagrange_multiplier_used"] is new
     np.testing.assert_allclose(new, [1.0, 1.5, 0.0, 3.0])  # unchanged, +0.5*(3-2), clamp 0, clamp 3
     assert math.isnan(budget[0]) and math.isnan(viol[0])
     np.testing.assert_allclose(budget[1:], [3.0, 0.0, 40.0])

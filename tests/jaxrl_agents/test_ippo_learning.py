@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents.ippo import IPPO
-from jaxrl_agents.ippo.lagrangian import IPPO_Lagrangian
+from jaxrl_agents.ippo import IPPO_Lagrangian
 
 from .marl_toy_envs import RiskyCore, RiskyEnv, risky_expected_cost
 

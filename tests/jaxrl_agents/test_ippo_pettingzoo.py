@@ -8,7 +8,7 @@ import pytest
 rps_v2 = pytest.importorskip("pettingzoo.classic.rps_v2")
 
 from jaxrl_agents.ippo import IPPO  # noqa: E402
-from jaxrl_agents.ippo.lagrangian import IPPO_Lagrangian  # noqa: E402
+from jaxrl_agents.ippo import IPPO_Lagrangian  # noqa: E402
 from jaxrl_agents.ippo.agent_axis import group_agents, stack_params  # noqa: E402
 from jaxrl_agents.ippo.rollout import ParallelRunner  # noqa: E402
 from jaxrl_agents.ippo.spaces import AgentSpaces  # noqa: E402

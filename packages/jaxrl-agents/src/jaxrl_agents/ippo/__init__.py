@@ -8,14 +8,13 @@ spaces and `MARLPolicy`), `agent_axis.py` (agent groups; a core and its agents' 
 and one policy for the common rollout and evaluation), `learn.py` (PPO's learning step vmapped
 over agents), `losses.py` (dual ascent and the Lagrangian advantage), `programs.py` (init, update
 and evaluate over a functional core, what the trainer compiles), `rollout.py` (the ParallelEnv
-runner), `train.py` (`IPPO` and its result), `lagrangian.py` (`IPPO_Lagrangian`).
+runner), `train.py` (`IPPO`, `IPPO_Lagrangian` and their result).
 """
 
 from .config import IPPOConfig, IPPOLagrangianConfig, validate_ippo_config
-from .lagrangian import IPPO_Lagrangian
 from .rollout import ActionRewriteError
 from .spaces import MARLPolicy
-from .train import IPPO, IPPOResult, TrainResult, check_budget
+from .train import IPPO, IPPO_Lagrangian, IPPOResult, TrainResult, check_budget
 
 __all__ = ["IPPO", "IPPO_Lagrangian", "IPPOConfig", "IPPOLagrangianConfig", "IPPOResult",
            "TrainResult", "MARLPolicy", "ActionRewriteError", "check_budget",

@@ -15,11 +15,11 @@ import jax.numpy as jnp
 from ..common.losses import standardize
 from .config import IPPOLagrangianConfig
 
-__all__ = ["dual_update", "dual_step", "lagrangian_advantage"]
+__all__ = ["dual_step", "lagrangian_advantage"]
 
 
-def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,
-                cfg: IPPOLagrangianConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+def dual_step(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,
+              cfg: IPPOLagrangianConfig) -> tuple[jax.Array, dict]:
     """Projected dual ascent on one multiplier per agent, only where an episode completed.
 
     Args:
@@ -30,8 +30,11 @@ def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Arra
         cfg: IPPO-Lagrangian config (cost_limit, lagrangian_lr, lambda_min, lambda_max).
 
     Returns:
-        (new lambda (A,), cost_return_budget (A,) = mean completed episodic cost (NaN if none),
-        constraint_violation (A,) = cost_return_budget - cost_limit (NaN if none)).
+        (new lambda (A,) float32, the per-agent diagnostics both trainers record, (A,) arrays:
+        ``cost_return_budget`` (mean completed episodic cost, NaN if none),
+        ``constraint_violation`` (that minus cost_limit, NaN if none), ``dual_update_applied``,
+        ``completed_episodes`` and ``lagrange_multiplier_used`` (the new lambda, which this
+        rollout's update uses)).
     """
     completed = jnp.asarray(completed)
     applied = completed > 0
@@ -39,7 +42,10 @@ def dual_update(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Arra
     violation = budget - cfg.cost_limit
     stepped = jnp.clip(lam + cfg.lagrangian_lr * jnp.where(applied, violation, 0.0),
                        cfg.lambda_min, cfg.lambda_max)
-    return jnp.where(applied, stepped, lam).astype(jnp.float32), budget, violation
+    new = jnp.where(applied, stepped, lam).astype(jnp.float32)
+    return new, {"cost_return_budget": budget, "constraint_violation": violation,
+                 "dual_update_applied": applied, "completed_episodes": completed,
+                 "lagrange_multiplier_used": new}
 
 
 def lagrangian_advantage(adv_r: jax.Array, adv_c: jax.Array, lam: jax.Array,
@@ -60,25 +66,3 @@ def lagrangian_advantage(adv_r: jax.Array, adv_c: jax.Array, lam: jax.Array,
     if center_cost:
         adv_c = adv_c - adv_c.mean()
     return (adv_r - lam * adv_c) / (1.0 + lam)
-
-
-def dual_step(lam: jax.Array, episode_cost_sum: jax.Array, completed: jax.Array,
-              cfg: IPPOLagrangianConfig) -> tuple[jax.Array, dict]:
-    """`dual_update` and the per-agent diagnostics both trainers record.
-
-    Args:
-        lam: (A,) current multipliers, as `dual_update`.
-        episode_cost_sum: (A,) summed undiscounted cost of the completed episodes, as `dual_update`.
-        completed: (A,) number of episodes completed in this rollout, as `dual_update`.
-        cfg: IPPO-Lagrangian config, as `dual_update`.
-
-    Returns:
-        (new lambda (A,), diagnostics: dict of (A,) arrays cost_return_budget,
-        constraint_violation, dual_update_applied (bool), completed_episodes and
-        lagrange_multiplier_used (the new lambda, which this rollout's update uses)).
-    """
-    new, budget, violation = dual_update(lam, episode_cost_sum, completed, cfg)
-    completed = jnp.asarray(completed)
-    return new, {"cost_return_budget": budget, "constraint_violation": violation,
-                 "dual_update_applied": completed > 0, "completed_episodes": completed,
-                 "lagrange_multiplier_used": new}

@@ -33,7 +33,7 @@ from .programs import agent_params, history_row, programs
 from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, MARLPolicy
 
-__all__ = ["IPPO", "IPPOResult", "TrainResult", "check_budget", "functional_core",
+__all__ = ["IPPO", "IPPO_Lagrangian", "IPPOResult", "TrainResult", "check_budget", "functional_core",
            "is_functional_marl_env"]
 
 
@@ -230,3 +230,18 @@ class IPPO:
             policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
         lams = {a: float(lam[i]) for i, a in enumerate(agents)} if self.lagrangian else {}
         return IPPOResult(policies, params, history, timesteps, lams)
+
+
+class IPPO_Lagrangian(IPPO):  # noqa: N801 (the name the requirement uses)
+    """Independent PPO-Lagrangian: IPPO with one multiplier per agent for E[episode cost] <= limit.
+
+    Same arguments as `IPPO`, with `IPPOLagrangianConfig`'s fields. Costs are read from
+    ``infos[agent]["cost"]`` (missing: 0). Once per rollout, before the update, each multiplier
+    takes a projected ascent step against the mean cost of the episodes completed in that rollout
+    (`losses.dual_step`, whose diagnostics join the history), and none without one; the update
+    then uses (A_r - lambda A_c) / (1 + lambda) with a cost critic (`learn.make_agent_learn`).
+    """
+
+    lagrangian = True
+    algo_name = "ippo_lag"
+
