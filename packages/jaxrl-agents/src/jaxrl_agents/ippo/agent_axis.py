@@ -25,7 +25,7 @@ from gymnasium import spaces
 from ..common.contracts import evaluation_of, info_field
 from .spaces import AgentSpaces
 
-__all__ = ["AgentGroup", "group_agents", "stack_params", "unstack_params",
+__all__ = ["AgentGroup", "group_agents", "stack_params", "unstack_params", "params_by_agent",
            "core_spaces", "AgentAxis", "JointEnv"]
 
 
@@ -57,6 +57,12 @@ def stack_params(per_agent: list):
 def unstack_params(stacked, n: int) -> list:
     """Inverse of `stack_params`."""
     return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]
+
+
+def params_by_agent(groups, per_group: list) -> dict:
+    """Agent -> its own parameters, from each group's parameters stacked over its agents."""
+    return {a: p for g, gp in zip(groups, per_group)
+            for a, p in zip(g.agents, unstack_params(gp, len(g.agents)))}
 
 
 def core_spaces(core, cfg) -> dict:

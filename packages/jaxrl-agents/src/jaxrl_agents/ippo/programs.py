@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from ..common.evaluation import evaluate_episode
 from ..common.rollout import collect
-from .agent_axis import AgentAxis, JointEnv, core_spaces, group_agents, unstack_params
+from .agent_axis import AgentAxis, JointEnv, core_spaces, group_agents, params_by_agent
 from .learn import init_group_state, learn_groups, make_group_learn, steps_per_update
 from .losses import dual_step
 
@@ -241,7 +241,4 @@ def history_row(agents, stats: dict) -> dict:
 
 def agent_params(prog: Programs, params: dict) -> dict:
     """Agent -> its own parameters ``{"actor", "critic", ...}`` from `IPPOState.params`."""
-    out = {}
-    for gi, g in enumerate(prog.groups):
-        out.update(zip(g.agents, unstack_params(group_params(params, gi), len(g.agents))))
-    return out
+    return params_by_agent(prog.groups, [group_params(params, gi) for gi in range(len(prog.groups))])

@@ -29,7 +29,7 @@ from gymnasium import spaces
 from ..common.networks import ActorCritic
 from ..common.policy import Policy
 
-__all__ = ["AgentSpaces", "MARLPolicy", "split_mask_obs", "space_to_json", "space_from_json"]
+__all__ = ["AgentSpaces", "MARLPolicy", "agent_policies", "split_mask_obs", "space_to_json", "space_from_json"]
 
 
 def split_mask_obs(obs):
@@ -264,3 +264,11 @@ class MARLPolicy(Policy):
         """
         out = super().act(obs, key, deterministic, action_mask, rng=rng)
         return out if self.spaces is None else self.spaces.to_env(out)
+
+
+def agent_policies(agent_spaces: Mapping, params: Mapping, metadata: dict) -> dict:
+    """Agent -> its `MARLPolicy` (actor and critic; a cost critic stays out), `metadata` + agent id."""
+    return {a: MARLPolicy(agent_spaces[a].model, {"actor": p["actor"], "critic": p["critic"]},
+                          {**metadata, "agent": str(a)}, agent_spaces[a])
+            for a, p in params.items()}
+

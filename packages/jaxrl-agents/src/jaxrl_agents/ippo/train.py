@@ -25,13 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .agent_axis import group_agents, unstack_params
+from .agent_axis import group_agents, params_by_agent
 from .config import IPPOConfig, validate_ippo_config
 from .learn import init_group_state, learn_groups, make_group_learn, optimizer_applications, steps_per_update
 from .losses import dual_step
 from .programs import agent_params, history_row, programs
 from .rollout import ParallelRunner, check_parallel_env
-from .spaces import AgentSpaces, MARLPolicy
+from .spaces import AgentSpaces, agent_policies
 
 __all__ = ["IPPO", "IPPO_Lagrangian", "IPPOResult", "TrainResult", "check_budget", "functional_core",
            "is_functional_marl_env"]
@@ -193,11 +193,8 @@ class IPPO:
             if progress_callback is not None:
                 progress_callback(step, timesteps)
         assert apps == total_apps  # the annealing denominator counted exactly these steps
-        params = {}
-        for g, p in zip(groups, group_params):
-            for a, pa in zip(g.agents, unstack_params(p, len(g.agents))):
-                params[a] = jax.device_get(pa)
-        return self._result(params, spaces_, history, timesteps, lam, agents)
+        return self._result(jax.device_get(params_by_agent(groups, group_params)), spaces_, history,
+                            timesteps, lam, agents)
 
     def _train_core(self, core, timesteps, progress_callback) -> IPPOResult:
         """The trainer's programs (`programs.programs`) for one seed; whole updates only."""
@@ -223,13 +220,9 @@ class IPPO:
                             history, n_updates * per_update, np.asarray(state.lam), agents)
 
     def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
-        policies = {}
-        for a in agents:
-            meta = {"algo": self.algo_name, "agent": str(a), "seed": self.seed, "step": timesteps}
-            pol_params = {"actor": params[a]["actor"], "critic": params[a]["critic"]}
-            policies[a] = MARLPolicy(spaces_[a].model, pol_params, meta, spaces_[a])
+        meta = {"algo": self.algo_name, "seed": self.seed, "step": timesteps}
         lams = {a: float(lam[i]) for i, a in enumerate(agents)} if self.lagrangian else {}
-        return IPPOResult(policies, params, history, timesteps, lams)
+        return IPPOResult(agent_policies(spaces_, params, meta), params, history, timesteps, lams)
 
 
 class IPPO_Lagrangian(IPPO):  # noqa: N801 (the name the requirement uses)

@@ -25,7 +25,7 @@ from ..common.networks import ActorCritic
 from ..ippo import config as ippo_config
 from ..ippo import programs as ippo_programs
 from ..ippo.agent_axis import core_spaces
-from ..ippo.spaces import MARLPolicy
+from ..ippo.spaces import agent_policies
 
 __all__ = ["ALGORITHMS", "Algorithm", "get_algorithm", "make_config", "Compiled",
            "compile_algorithm", "model_for", "FINITE_STAT", "all_finite", "ALIASES",
@@ -204,12 +204,7 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
     evaluate = jax.jit(jax.vmap(prog.evaluate_fn, in_axes=(0, None, None)))
 
     def policies(params, meta):
-        out = {}
-        for a, p in ippo_programs.agent_params(prog, params).items():
-            sp = prog.agent_spaces[a]
-            out[a] = MARLPolicy(sp.model, {"actor": p["actor"], "critic": p["critic"]},
-                                {**meta, "agent": str(a)}, sp)
-        return out
+        return agent_policies(prog.agent_spaces, ippo_programs.agent_params(prog, params), meta)
 
     return Compiled(None, init, update, evaluate, policies, _ippo_summary(env, agents))
 
