@@ -106,6 +106,34 @@ def test_bad_address_and_existing_directory(tmp_path):
     assert (tmp_path / "t" / "mine.txt").read_text() == "not a sweep"
 
 
+@pytest.mark.parametrize("uv", [True, False])
+def test_a_missing_ray_names_the_command_that_brings_it(tmp_path, monkeypatch, capsys, uv):
+    """Without Ray, jaxrl-sweep says how to get it for the tool that started it: under uv the
+    root's sweep extra (a command that reruns the same sweep), under pip the package extra."""
+    from jaxrl_agents.sweep.cli import main
+
+    (tmp_path / "good.toml").write_text(textwrap.dedent(f"""
+        out = "{tmp_path}"
+        [train]
+        env = "{TOY_ENV}"
+        [space.env]
+        horizon = {{values = [8, 16]}}
+    """))
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ModuleNotFoundError
+    if uv:
+        monkeypatch.setenv("UV", "/usr/bin/uv")
+    else:
+        monkeypatch.delenv("UV", raising=False)
+    assert main([str(tmp_path / "good.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "Ray is not installed" in err
+    if uv:
+        assert f"uv run --extra sweep jaxrl-sweep {tmp_path / 'good.toml'}" in err
+    else:
+        assert "pip install \"jaxrl-agents[sweep]\"" in err
+    assert not (tmp_path / "sweep").exists() and sorted(os.listdir(tmp_path)) == ["good.toml"]
+
+
 def test_cli_refuses_bad_specs_before_ray_starts(tmp_path):
     """In a fresh interpreter: `import jaxrl_agents` does not import Ray, and a bad SPEC exits 2
     with the field named and Ray never imported."""

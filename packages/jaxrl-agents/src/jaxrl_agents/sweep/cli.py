@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     # (the trial workers get the same path, driver._init_ray).
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    from ..run.commands import install_extra
     from .spec import SpecError, load_spec
 
     try:
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{spec.n_trials()} trial(s), {spec.segment_updates()} update(s) per report; "
                   f"sweep directory {spec.sweep_dir}")
             return 0
+        import ray  # noqa: F401 (here, so that a missing Ray is named before the sweep's directory is made)
+
         from .driver import run_sweep
 
         run_sweep(spec, spec_path=args.spec, address=args.address,
@@ -75,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "ray":
-            print("jaxrl-sweep: error: Ray is not installed; install the extra: "
-                  "pip install 'jaxrl-agents[sweep]'", file=sys.stderr)
+            again = ["jaxrl-sweep", *(sys.argv[1:] if argv is None else argv)]
+            print(f"jaxrl-sweep: error: Ray is not installed; it comes with the sweep extra: "
+                  f"{install_extra('sweep', again)}", file=sys.stderr)
             return 2
         raise
     except OSError as e:
