@@ -48,12 +48,21 @@ def summary_paths(campaign, entry, seed: int) -> dict[str, str]:
             "short_csv": os.path.join(folder, f"s{seed}_best_within_{PAPER_GATE_NS:g}ns.csv")}
 
 
-def code_version(cwd: str | None = None) -> str:
-    """``git describe --always --dirty`` of the checkout (``unknown`` outside git)."""
+def code_version(cwd: str | None = None, ignore: tuple[str, ...] = ()) -> str:
+    """``git describe --always --abbrev=10`` at `cwd`, ``-dirty`` if a tracked file changed.
+
+    ``unknown`` outside git. Changes under the paths of `ignore` do not count: a campaign rewrites its own tracked summaries
+    while it runs, which says nothing of the code that trained.
+    """
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10"], cwd=cwd,
-                             capture_output=True, text=True, timeout=30, check=True)
-        return out.stdout.strip()
+        top = git("rev-parse", "--show-toplevel")
+        skip = [f":(top,exclude){os.path.relpath(os.path.abspath(p), top)}" for p in ignore]
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", *skip)
+        return git("describe", "--always", "--abbrev=10") + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -276,7 +285,8 @@ def write_summary(campaign, entry, seed: int, run_dir: str, version: str | None 
     finished = status[0] == "finished"
     summary, gates = summarize_run(run_dir, refine=finished, robustness=entry.robustness and finished,
                                    gate_times=campaign.frontier_ns, status=status)
-    version = version or code_version(os.path.dirname(os.path.abspath(__file__)))
+    version = version or code_version(os.path.dirname(os.path.abspath(__file__)),
+                                      ignore=(campaign.summaries,))
     previous = []
     if os.path.isfile(paths["json"]):
         with open(paths["json"]) as handle:

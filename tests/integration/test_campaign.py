@@ -201,6 +201,29 @@ def test_a_new_machine_keeps_the_committed_summaries(campaign_dir, tmp_path, cap
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "summaries").rglob("*")} == stamps
 
 
+def test_the_code_version_ignores_the_campaign_s_own_summaries(tmp_path):
+    """A running campaign rewrites its tracked summaries: that alone does not make the code dirty."""
+    from scripts.campaign.summary import code_version
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "summaries").mkdir()
+    (tmp_path / "summaries" / "s1.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files")
+    clean = code_version(str(tmp_path), ignore=(str(tmp_path / "summaries"),))
+    assert clean != "unknown" and not clean.endswith("-dirty")
+    (tmp_path / "summaries" / "s1.json").write_text('{"best": 1}')
+    assert code_version(str(tmp_path), ignore=(str(tmp_path / "summaries"),)) == clean
+    assert code_version(str(tmp_path)) == clean + "-dirty"
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert code_version(str(tmp_path), ignore=(str(tmp_path / "summaries"),)) == clean + "-dirty"
+
+
 def test_a_seed_outside_the_campaign_is_refused_by_name(campaign_dir):
     _, campaign, _ = campaign_dir
     with pytest.raises(ValueError, match=r"--seed: expected one of the campaign's seeds \[1\], got 2"):
