@@ -345,9 +345,9 @@ def main():
         vacts = zero_mean_actions(rng, (vec_steps, n, cfg.n_time_steps))
         for e in (venv, vfast, vbase):
             python_loop_seconds(e, vacts[:2])
-        t = interleaved({"pkg": lambda: python_loop_seconds(venv, vacts),
-                         "fast": lambda: python_loop_seconds(vfast, vacts),
-                         "eigh": lambda: python_loop_seconds(vbase, vacts)}, rounds)
+        t = interleaved({"pkg": lambda e=venv, a=vacts: python_loop_seconds(e, a),
+                         "fast": lambda e=vfast, a=vacts: python_loop_seconds(e, a),
+                         "eigh": lambda e=vbase, a=vacts: python_loop_seconds(e, a)}, rounds)
         rows.append((f"vector N={n} (Python loop)", n, vec_steps, t))
         venv.close()
         vfast.close()

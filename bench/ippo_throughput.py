@@ -25,12 +25,11 @@ import jax
 
 
 def _python(env_opts, cfg, algo_cls, rollouts) -> dict:
-    from quantgate_env.pettingzoo import parallel_env
-
     from jaxrl_agents.ippo.agent_axis import group_agents, stack_params
     from jaxrl_agents.ippo.learn import init_agent_params
     from jaxrl_agents.ippo.rollout import ParallelRunner
     from jaxrl_agents.ippo.spaces import AgentSpaces
+    from quantgate_env.pettingzoo import parallel_env
 
     env = parallel_env(**env_opts)
     n_agents = len(env.possible_agents)

@@ -38,7 +38,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-
 import quantgate_env  # noqa: E402
 from quantgate_env import gymnax as qg  # noqa: E402
 from quantgate_env import jaxmarl as qj  # noqa: E402

@@ -28,7 +28,6 @@ import time
 
 import gymnasium
 import jax
-import jax.numpy as jnp
 import numpy as np
 import quantgate_env
 from quantgate_env import make_multi

@@ -1,4 +1,4 @@
-"""Screen hyper-parameter candidates for a preset: sample efficiency to J_T < 1e-2 and < 1e-3.
+r"""Screen hyper-parameter candidates for a preset: sample efficiency to J_T < 1e-2 and < 1e-3.
 
 Each candidate is a JSON dict of config fields, trained on a few seeds *together* (one vmapped
 program, every update evaluated) for a fixed step budget; the table gives, per seed, the best
@@ -6,7 +6,7 @@ evaluation J_T reached by each step mark, the steps to 1e-2 and 1e-3, and the st
 the run (for ranking wall-clock, re-measure the winners alone: ``train_throughput.py --gate``).
 This is how run/presets.py's ``fast`` was chosen (bench/README.md, "Time to a gate").
 
-    uv run python bench/preset_search.py ppo '{"lr": 6e-4, "log_std_init": -1.5}' '{}' \\
+    uv run python bench/preset_search.py ppo '{"lr": 6e-4, "log_std_init": -1.5}' '{}' \
         --steps 3000000 --seeds 1 2 --out /tmp/search
     uv run python bench/preset_search.py --table /tmp/search     # the table of earlier runs
 

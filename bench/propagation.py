@@ -350,7 +350,7 @@ def main():
         dense = med[1][dense_name]
         print(f"  ratios of these medians: x faster than eigh at the same B, and than {dense_name} at B = 1")
         print("  (the faster dense baseline here; a per-sample 27x27 expm does not get cheaper with batching)")
-        print(f"  {'method':<18}" + "".join(f"{f'B={b} /eigh':>13}{f'/dense':>9}" for b in batches))
+        print(f"  {'method':<18}" + "".join(f"{f'B={b} /eigh':>13}{'/dense':>9}" for b in batches))
         for name in methods:
             cells = []
             for b in batches:

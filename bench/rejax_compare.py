@@ -1,5 +1,6 @@
-"""jaxrl-agents PPO against rejax's PPO on gymnax CartPole-v1: same env, budget and
-hyper-parameters, in one process.
+"""jaxrl-agents PPO against rejax's PPO on gymnax CartPole-v1, in one process.
+
+The same env, budget and hyper-parameters for both.
 
     uv run --locked --group test python bench/rejax_compare.py [--seeds 0 1 2] [--updates 32]
 
@@ -37,8 +38,11 @@ EVAL_EPISODES = 64
 
 
 class _FiveValueCartPole:
-    """gymnax 1.0 CartPole with gymnax < 1.0's step ``(obs, state, reward, done, info)``, which
-    rejax 0.1.3 unpacks. Explicit members, no ``__getattr__``: rejax deep-copies its config."""
+    """gymnax 1.0 CartPole with gymnax < 1.0's step ``(obs, state, reward, done, info)``.
+
+    rejax 0.1.3 unpacks that older step. Explicit members, no ``__getattr__``: rejax deep-copies
+    its config.
+    """
 
     def __init__(self):
         import gymnax

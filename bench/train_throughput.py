@@ -51,7 +51,6 @@ def _peak_rss_mb() -> float:
 def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
     import jax
     import jax.numpy as jnp
-
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
 
@@ -90,9 +89,8 @@ def _sb3_case(algo: str, updates: int) -> dict:
     # starve the JAX environment steps interleaved with them (measured: SB3 PPO 41 steps/s with
     # torch's default 2 threads vs several hundred with 1). SB3 itself advises 1 thread on CPU.
     torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
-    from stable_baselines3.common.env_util import make_vec_env
-
     import quantgate_env  # noqa: F401  (registers the Gymnasium id)
+    from stable_baselines3.common.env_util import make_vec_env
 
     def make_env():
         # A callable rather than the id: make_vec_env would pass render_mode="rgb_array".
