@@ -24,6 +24,8 @@ PAPER_RL_PULSE = os.path.join(ROOT, "tests", "data", "paper-pulses", "RL_pulse.c
 # Cited, not measured here (../shared/spec/reference-results.md, section 7).
 PAPER_JT = 9.486e-5  # the paper's stored pulse, re-propagated exactly in float64
 AIM_JT = 9.0e-5  # issue 21: clearly below the paper's gate
+MEDIAN_AIM_SEEDS = 8  # issue 21: the median over at least this many seeds ...
+TIME_AIM_S = 30 * 60.0  # ... and the median seed's time to J_T < 1e-4, on 2 cores
 REFERENCE = [
     ("paper (v1 TRPO, SB3)", "9.5e-5 at 17.25 ns", "12.6M steps, ~9 h"),
     ("JAX reference TRPO seed 123", "9.8e-4 at 46.8 ns", "19.9M steps, 115 min / 20M (16 threads)"),
@@ -279,10 +281,17 @@ def _aims(summaries: dict, rel) -> list[str]:
         best = [s["best"]["JT_repropagated"] for s in runs if s.get("best")]
         times = [_to(s, 1e-4)[1] for s in runs]
         reached = [t for t in times if t is not None]
-        lines.append(f"| median over >= 8 seeds of the best J_T < 1e-4: {key} | {len(best)} seed(s), "
-                     f"median {_e(_median(best))}; J_T < 1e-4 reached by {len(reached)} of "
-                     f"{len(runs)}" + (f", median wall {_minutes(_median(reached))}" if reached else "")
-                     + " |")
+        # The median seed's time: a seed that never reached 1e-4 counts as never, not as absent.
+        median_time = statistics.median([math.inf if t is None else t for t in times])
+        median_jt = _median(best)
+        met = len(best) >= MEDIAN_AIM_SEEDS and median_jt is not None and median_jt < 1e-4
+        timely = len(runs) >= MEDIAN_AIM_SEEDS and median_time <= TIME_AIM_S
+        lines.append(f"| median over >= {MEDIAN_AIM_SEEDS} seeds of the best J_T < 1e-4, and the "
+                     f"median seed's time to 1e-4 <= {TIME_AIM_S / 60:g} min: {key} | "
+                     f"{'met' if met else 'not yet'} / {'met' if timely else 'not yet'}: "
+                     f"{len(best)} seed(s), median {_e(median_jt)}; J_T < 1e-4 reached by "
+                     f"{len(reached)} of {len(runs)}; the median seed's wall time to it "
+                     + ("never" if math.isinf(median_time) else _minutes(median_time)) + " |")
     rob = [(s["robustness"]["worst_JT"], s) for runs in summaries.values() for s in runs
            if s.get("robustness")]
     if rob:
