@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 import jaxrl_agents
 from jaxrl_agents import ActorCritic, Policy, load_policy
-from jaxrl_agents.common.networks import mlp_apply
+from jaxrl_agents.common.mlp import mlp_apply
 
 
 def test_import_leaves_global_precision_alone():
@@ -126,7 +126,7 @@ def test_default_towers_are_flax_modules_initialised_as_before_flax():
     before, and the modules compute x @ kernel + bias with the named activation."""
     import flax.linen as nn
 
-    from jaxrl_agents.common.networks import MLP, orthogonal
+    from jaxrl_agents.common.mlp import MLP, orthogonal
 
     model = ActorCritic(6, "gaussian", (3,), hidden=(32, 16), activation="relu")
     assert isinstance(model.actor, MLP) and isinstance(model.critic, nn.Module)
@@ -190,3 +190,13 @@ def test_policy_directories_written_before_flax_still_load(tmp_path):
     (tmp_path / "new" / "policy.json").write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="format_version 3 is newer"):
         Policy.load(str(tmp_path / "new"))
+
+
+def test_mlp_pieces_are_still_importable_from_networks():
+    """The MLP pieces live in common/mlp.py; networks.py re-exports them, so old imports work."""
+    from jaxrl_agents.common import mlp, networks
+
+    for name in ("ACTIVATIONS", "HIDDEN_GAIN", "POLICY_HEAD_GAIN", "VALUE_HEAD_GAIN", "MLP",
+                 "mlp_init", "mlp_apply", "orthogonal"):
+        assert getattr(networks, name) is getattr(mlp, name), name
+    assert set(mlp.__all__) <= set(networks.__all__)

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .networks import ACTIVATIONS, network_spec
+from .mlp import ACTIVATIONS
+from .networks import network_spec
 
 __all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "cfg_field"]
 

@@ -4,10 +4,11 @@
 modules, the actor tower (observations -> distribution-head outputs) and the critic tower
 (observations -> one value), and puts the action distribution on top (`distributions.py`).
 
-The default towers (`MLP`) mirror Stable-Baselines3's ``ActorCriticPolicy`` as the paper used it:
-separate policy and value MLPs (no shared trunk), orthogonal initialisation with gain sqrt(2) for
-hidden layers, 0.01 for the policy head and 1 for the value head, zero biases, and for continuous
-actions a state-independent log-std initialised at 0 (std 1). A user replaces both towers with a
+The default towers (`MLP`, defined with its activations and initialisation in `mlp.py`) mirror
+Stable-Baselines3's ``ActorCriticPolicy`` as the paper used it: separate policy and value MLPs (no
+shared trunk), orthogonal initialisation with gain sqrt(2) for hidden layers, 0.01 for the policy
+head and 1 for the value head, zero biases, and for continuous actions a state-independent log-std
+initialised at 0 (std 1). A user replaces both towers with a
 factory ``factory(obs_dim, n_outputs, **options) -> (actor_module, critic_module)``, named
 ``"module:factory"`` (`ActorCritic(network=...)`, ``jaxrl-train --network``); the log-std, masks
 and distributions stay the definition's.
@@ -32,8 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -43,105 +43,24 @@ import numpy as np
 
 from .distributions import Categorical, DiagGaussian, MultiCategorical
 from .factories import import_factory
+from .mlp import (
+    ACTIVATIONS,
+    HIDDEN_GAIN,
+    MLP,
+    POLICY_HEAD_GAIN,
+    VALUE_HEAD_GAIN,
+    Params,
+    mlp_apply,
+    mlp_init,
+    orthogonal,
+)
 
+# The MLP pieces are re-exported from mlp.py, where they are defined: importing them from here
+# keeps working.
 __all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "MLP", "mlp_init", "mlp_apply", "orthogonal",
-           "resolve_network", "network_spec"]
+           "resolve_network", "network_spec", "HIDDEN_GAIN", "POLICY_HEAD_GAIN", "VALUE_HEAD_GAIN"]
 
-Params = dict[str, Any]
-
-
-def _leaky_relu(x):
-    return jax.nn.leaky_relu(x, negative_slope=0.01)
-
-
-def _gelu(x):
-    # Exact (erf) GELU, as torch.nn.GELU: policies imported from SB3 must give the same actions.
-    return jax.nn.gelu(x, approximate=False)
-
-
-ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "leaky_relu": _leaky_relu, "gelu": _gelu}
 ACTION_KINDS = ("gaussian", "categorical", "multi_categorical")
-
-HIDDEN_GAIN = math.sqrt(2.0)
-POLICY_HEAD_GAIN = 0.01
-VALUE_HEAD_GAIN = 1.0
-
-
-def orthogonal(key: jax.Array, shape: tuple[int, int], gain: float) -> jax.Array:
-    """Orthogonal (in, out) float32 matrix times `gain` (Saxe et al.; the scheme of SB3 / flax).
-
-    The Gaussian draw uses `key`; the QR decomposition runs in numpy on the host: XLA's QR takes
-    seconds to compile on CPU (ten under vmap), for a step that runs once per training run.
-    """
-    n_in, n_out = shape
-    big, small = max(n_in, n_out), min(n_in, n_out)
-    a = np.asarray(jax.random.normal(key, (big, small), jnp.float32), np.float64)
-    q, r = np.linalg.qr(a)
-    q *= np.sign(np.diag(r))  # unique decomposition -> uniformly distributed q
-    if n_in < n_out:
-        q = q.T
-    return jnp.asarray(gain * q, jnp.float32)
-
-
-def mlp_init(key: jax.Array, sizes: tuple[int, ...], head_gain: float) -> Params:
-    """Initialise an MLP with layer sizes ``(in, h0, ..., out)`` (eagerly: not jit-able).
-
-    Hidden kernels get orthogonal init with gain sqrt(2), the last one ``head_gain``; biases are zero.
-    Returns ``{"dense_i": {"kernel": (sizes[i], sizes[i+1]) float32, "bias": (sizes[i+1],) float32}}``.
-    """
-    n_layers = len(sizes) - 1
-    keys = jax.random.split(key, n_layers)
-    net = {}
-    for i in range(n_layers):
-        gain = head_gain if i == n_layers - 1 else HIDDEN_GAIN
-        net[f"dense_{i}"] = {
-            "kernel": orthogonal(keys[i], (sizes[i], sizes[i + 1]), gain),
-            "bias": jnp.zeros((sizes[i + 1],), jnp.float32),
-        }
-    return net
-
-
-class MLP(nn.Module):
-    """The default tower: Dense layers ``dense_0 .. dense_{L}`` with `activation` between them.
-
-    Its own initialisers are flax's orthogonal ones (gain sqrt(2) hidden, `head_gain` last) and
-    zero biases, so ``MLP(...).init`` works anywhere (also under `jit`). `ActorCritic.init` instead
-    fills the default towers with `mlp_init`, which splits the key per layer and does the QR on
-    the host exactly as before the towers were Flax modules: the same seed gives bit-identical
-    parameters (and paper runs), and no XLA QR is compiled.
-
-    Attributes:
-        features: output widths of the layers, ``(h0, ..., h_{L-1}, n_out)``.
-        activation: one of `ACTIVATIONS`, applied after every layer but the last.
-        head_gain: orthogonal gain of the last layer (0.01 policy head, 1 value head).
-    """
-
-    features: Sequence[int]
-    activation: str = "tanh"
-    head_gain: float = 1.0
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        """X (B..., in) -> (B..., features[-1]) float32; no activation after the last layer."""
-        act = ACTIVATIONS[self.activation]
-        h = x.astype(jnp.float32)
-        n_layers = len(self.features)
-        for i, width in enumerate(self.features):
-            gain = self.head_gain if i == n_layers - 1 else HIDDEN_GAIN
-            h = nn.Dense(width, name=f"dense_{i}", kernel_init=nn.initializers.orthogonal(gain),
-                         bias_init=nn.initializers.zeros, param_dtype=jnp.float32)(h)
-            if i < n_layers - 1:
-                h = act(h)
-        return h
-
-
-def mlp_apply(net: Params, x: jax.Array, activation: str) -> jax.Array:
-    """Apply the default tower to its parameters `net` (as built by `mlp_init`).
-
-    x (B..., in) -> (B..., out). The widths are read from the kernels.
-    """
-    features = tuple(net[f"dense_{i}"]["kernel"].shape[1] for i in range(len(net)))
-    return MLP(features, activation).apply({"params": net}, x)
 
 
 # ---------------------------------------------------------------------------- user networks
