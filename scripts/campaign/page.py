@@ -17,7 +17,7 @@ import numpy as np
 
 from .summary import PAPER_GATE_NS, THRESHOLDS
 
-__all__ = ["load_summaries", "write_page"]
+__all__ = ["load_summaries", "link_sources", "write_page"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAPER_RL_PULSE = os.path.join(ROOT, "tests", "data", "paper-pulses", "RL_pulse.csv")
@@ -79,13 +79,41 @@ def _link(s: dict, gate: str, rel) -> str:
 
 
 def _to(s: dict, threshold: float) -> tuple[int | None, float | None]:
-    """(steps, wall s) to `threshold`, counting a fine-tuning source's run up to its best policy."""
+    """(steps, wall s) from scratch until the run's chain first reached `threshold`.
+
+    A fine-tuning run counts its source's run up to the best policy it started from; where that
+    source (``s["_source"]``, attached by `link_sources`) had already reached the threshold, the
+    chain reached it then, not when the fine-tune met it again.
+    """
+    source = s.get("_source")
+    if source is not None:
+        steps, wall = _to(source, threshold)
+        if steps is not None:
+            return steps, wall
     hit = s["thresholds"].get(f"{threshold:.0e}")
     if hit is None:
         return None, None
     src = s.get("init_from") or {}
     return (hit["steps"] + (src.get("step") or 0),
             hit["wall_s"] + (src.get("wall_s") or 0.0) if hit["wall_s"] is not None else None)
+
+
+def link_sources(summaries: dict[str, list[dict]], init_from: dict[str, str | None]) -> None:
+    """Attach to each fine-tuning summary its source's summary of the same seed (``"_source"``).
+
+    Args:
+        summaries: {entry key: [summary, ...]}, as `load_summaries` (keys may carry a prefix).
+        init_from: {entry key: the key of the entry it fine-tunes, or None}.
+
+    Only the summary of the very run the fine-tune started from is attached (matched by run
+    name): a source summary of another run of that seed says nothing about this chain.
+    """
+    for key, runs in summaries.items():
+        by_seed = {s["seed"]: s for s in summaries.get(init_from.get(key) or "", [])}
+        for s in runs:
+            source = by_seed.get(s["seed"])
+            if source is not None and (s.get("init_from") or {}).get("run") == source.get("run"):
+                s["_source"] = source
 
 
 def _seed_table(name: str, runs: list[dict], rel) -> list[str]:
@@ -230,6 +258,8 @@ def write_page(campaigns: list, out: str, figures: str, force: bool = False) -> 
         for name, runs in load_summaries(c).items():
             summaries[f"{c.name}/{name}"] = runs
             entries[f"{c.name}/{name}"] = (c, c.entry(name))
+    link_sources(summaries, {key: (f"{c.name}/{e.init_from}" if e.init_from else None)
+                             for key, (c, e) in entries.items()})
     lines = ["# Results", "",
              GENERATED_MARK + "uv run --group test python -m scripts.campaign page "
              + " ".join(c.path for c in campaigns) + "` from the committed campaign summaries "
@@ -249,8 +279,9 @@ def write_page(campaigns: list, out: str, figures: str, force: bool = False) -> 
                   f"-m scripts.campaign run {c.path} --entry {entry.name}`; each run: `{runs[0]['command']}`"
                   + (" (seed and directories per run)" if len(runs) > 1 else "")
                   + (f"; it starts from `{entry.init_from}`'s best policy of the same seed, and its "
-                     f"steps and wall-clock to a threshold include the source run's up to that "
-                     f"policy" if entry.init_from else "") + ".", ""]
+                     f"steps and wall-clock to a threshold are from scratch: the source run's up "
+                     f"to that policy, or the source's own where the source reached the threshold "
+                     f"first" if entry.init_from else "") + ".", ""]
         lines += _seed_table(key, runs, rel) + [""]
     if summaries:
         path = os.path.join(figures, "learning_curves.png")

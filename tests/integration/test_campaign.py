@@ -295,3 +295,36 @@ def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
 
         with lock_directory(run_dir):  # no process is left holding the run
             pass
+
+
+def _toy_summary(run, seed, hit, init_from=None):
+    """A summary with one threshold crossing ``hit`` = (steps, wall s) at 1e-4, or None."""
+    s = {"run": run, "seed": seed,
+         "thresholds": {"1e-04": None if hit is None else {"steps": hit[0], "wall_s": hit[1]}}}
+    if init_from is not None:
+        s["init_from"] = init_from
+    return s
+
+
+def test_a_chain_reaches_a_threshold_when_its_first_run_does():
+    from scripts.campaign.page import _to, link_sources
+
+    # The source crossed 1e-4 at 100 steps / 10 s, and its best policy (step 500, 50 s) seeded
+    # the fine-tune, which met 1e-4 again 20 steps / 5 s in: the chain got there at 100 / 10.
+    start = {"run": "src-1", "step": 500, "wall_s": 50.0}
+    summaries = {"c/src": [_toy_summary("src-1", 1, (100, 10.0)), _toy_summary("src-2", 2, None)],
+                 "c/ft": [_toy_summary("ft-1", 1, (20, 5.0), start),
+                          _toy_summary("ft-2", 2, (20, 5.0), dict(start, run="src-2")),
+                          _toy_summary("ft-3", 3, (20, 5.0), dict(start, run="src-3"))]}
+    link_sources(summaries, {"c/src": None, "c/ft": "c/src"})
+    ft1, ft2, ft3 = summaries["c/ft"]
+    assert _to(ft1, 1e-4) == (100, 10.0)
+    # a source that never reached it: the fine-tune's own crossing plus the source's run to its start
+    assert _to(ft2, 1e-4) == (520, 55.0)
+    # no summary of the source run (its seed's source ran elsewhere): the same, from init_from
+    assert "_source" not in ft3 and _to(ft3, 1e-4) == (520, 55.0)
+    # a source summary of another run of that seed is not this chain's
+    other = {"c/src": [_toy_summary("src-other", 1, (100, 10.0))],
+             "c/ft": [_toy_summary("ft-1", 1, (20, 5.0), start)]}
+    link_sources(other, {"c/src": None, "c/ft": "c/src"})
+    assert _to(other["c/ft"][0], 1e-4) == (520, 55.0)
