@@ -25,7 +25,8 @@ import jax
 
 
 def _python(env_opts, cfg, algo_cls, rollouts) -> dict:
-    from jaxrl_agents.ippo.agent_axis import group_agents, stack_params
+    from jaxrl_agents.common.state import stack_trees
+    from jaxrl_agents.ippo.agent_axis import group_agents
     from jaxrl_agents.ippo.learn import init_agent_params
     from jaxrl_agents.ippo.rollout import ParallelRunner
     from jaxrl_agents.ippo.spaces import AgentSpaces
@@ -41,7 +42,7 @@ def _python(env_opts, cfg, algo_cls, rollouts) -> dict:
     sp = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a), cfg["hidden"],
                                "tanh") for a in env.possible_agents}
     groups = group_agents(sp)
-    params = [stack_params([init_agent_params(g.model, jax.random.PRNGKey(i), False)
+    params = [stack_trees([init_agent_params(g.model, jax.random.PRNGKey(i), False)
                             for i in range(len(g.agents))]) for g in groups]
     runner = ParallelRunner(env, sp, groups, seed=0)
     runner.collect(params, 8, jax.random.PRNGKey(0))

@@ -19,7 +19,8 @@ from jaxrl_agents.ippo.config import IPPOConfig, validate_ippo_config
 from jaxrl_agents.ippo import IPPO_Lagrangian
 from jaxrl_agents.ippo.losses import dual_step, lagrangian_advantage
 from jaxrl_agents.ippo.learn import minibatch_count, optimizer_applications
-from jaxrl_agents.ippo.agent_axis import group_agents, stack_params
+from jaxrl_agents.common.state import stack_trees
+from jaxrl_agents.ippo.agent_axis import group_agents
 from jaxrl_agents.ippo.rollout import ActionRewriteError, ParallelRunner
 from jaxrl_agents.ippo.spaces import AgentSpaces, MARLPolicy
 
@@ -192,7 +193,7 @@ def test_masks_from_obs_dict_and_method(source):
 
 
 def _init_groups(groups):
-    return [stack_params([g.model.init(jax.random.PRNGKey(i)) for i in range(len(g.agents))])
+    return [stack_trees([g.model.init(jax.random.PRNGKey(i)) for i in range(len(g.agents))])
             for g in groups]
 
 

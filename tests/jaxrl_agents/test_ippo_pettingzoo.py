@@ -9,7 +9,8 @@ rps_v2 = pytest.importorskip("pettingzoo.classic.rps_v2")
 
 from jaxrl_agents.ippo import IPPO  # noqa: E402
 from jaxrl_agents.ippo import IPPO_Lagrangian  # noqa: E402
-from jaxrl_agents.ippo.agent_axis import group_agents, stack_params  # noqa: E402
+from jaxrl_agents.common.state import stack_trees  # noqa: E402
+from jaxrl_agents.ippo.agent_axis import group_agents  # noqa: E402
 from jaxrl_agents.ippo.rollout import ParallelRunner  # noqa: E402
 from jaxrl_agents.ippo.spaces import AgentSpaces  # noqa: E402
 
@@ -23,7 +24,7 @@ def test_rps_rollout_truncates_without_terminating():
     assert all(s.model.obs_dim == 4 for s in sp.values())  # Discrete(4) -> one-hot
     groups = group_agents(sp)
     assert len(groups) == 1 and groups[0].agents == ("player_0", "player_1")
-    params = [stack_params([g.model.init(jax.random.PRNGKey(i)) for i in range(2)]) for g in groups]
+    params = [stack_trees([g.model.init(jax.random.PRNGKey(i)) for i in range(2)]) for g in groups]
     (b,), episodes = ParallelRunner(env, sp, groups, seed=0).collect(params, 12, jax.random.PRNGKey(0))
     assert not b["terminated"].any()  # max_cycles is a truncation: bootstrap kept
     np.testing.assert_array_equal(np.flatnonzero(b["done"][0, :, 0]), [4, 9])

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .mlp import ACTIVATIONS
-from .networks import network_spec
+from .networks import freeze_json, network_spec
 
 __all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "cfg_field"]
 
@@ -38,13 +38,6 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
 
 
 _FLOAT_CHECKS = ("float", "pos_float", "nonneg_float", "unit_interval", "open_unit", "pos_float_or_inf")
-
-
-def _freeze(value):
-    # JSON lists become tuples (recursively): the config must stay hashable.
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 def _fail(name, expected, got):
@@ -125,7 +118,8 @@ def _check_value(name: str, check: str, value: Any) -> Any:
             _fail(name, "a dict of keyword options", value)
         if any(not isinstance(k, str) or not k.isidentifier() for k, _ in pairs):
             _fail(name, "option names that are Python identifiers", value)
-        return tuple(sorted((k, _freeze(v)) for k, v in pairs))
+        # JSON lists become tuples (recursively): the config must stay hashable.
+        return tuple(sorted((k, freeze_json(v)) for k, v in pairs))
     raise AssertionError(f"unknown check {check!r} for field {name}")  # programming error
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -58,7 +58,8 @@ from .mlp import (
 # The MLP pieces are re-exported from mlp.py, where they are defined: importing them from here
 # keeps working.
 __all__ = ["ACTIVATIONS", "ACTION_KINDS", "ActorCritic", "MLP", "mlp_init", "mlp_apply", "orthogonal",
-           "resolve_network", "network_spec", "HIDDEN_GAIN", "POLICY_HEAD_GAIN", "VALUE_HEAD_GAIN"]
+           "resolve_network", "network_spec", "HIDDEN_GAIN", "POLICY_HEAD_GAIN", "VALUE_HEAD_GAIN",
+           "as_float32", "freeze_json"]
 
 ACTION_KINDS = ("gaussian", "categorical", "multi_categorical")
 
@@ -102,7 +103,8 @@ def resolve_network(spec: str) -> NetworkFactory:
     return import_factory(spec, "network", "mypkg.nets:make")
 
 
-def _float32(tree):
+def as_float32(tree: Mapping) -> dict:
+    """A copy of parameter dict `tree` with every leaf a float32 array."""
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), dict(tree))
 
 
@@ -112,10 +114,10 @@ def _describe(x) -> str:
     return f"{type(x).__name__} {getattr(x, 'shape', '')}".strip()
 
 
-def _freeze(value):
+def freeze_json(value):
     """Hashable form of a JSON option value: lists become tuples (recursively)."""
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze_json(v) for v in value)
     return value
 
 
@@ -194,7 +196,7 @@ class ActorCritic:
         if isinstance(options, dict):
             options = options.items()
         try:
-            options = tuple(sorted((str(k), _freeze(v)) for k, v in options))
+            options = tuple(sorted((str(k), freeze_json(v)) for k, v in options))
         except (TypeError, ValueError) as e:
             raise ValueError(f"network_options: expected a dict of keyword options, got "
                              f"{self.network_options!r}") from e
@@ -341,8 +343,8 @@ class ActorCritic:
             critic_net = mlp_init(k_critic, (self.obs_dim, *self.critic_widths, 1), VALUE_HEAD_GAIN)
         else:
             obs = jnp.zeros((1, self.obs_dim), jnp.float32)
-            actor_net = _float32(self.actor.init(k_actor, obs)["params"])
-            critic_net = _float32(self.critic.init(k_critic, obs)["params"])
+            actor_net = as_float32(self.actor.init(k_actor, obs)["params"])
+            critic_net = as_float32(self.critic.init(k_critic, obs)["params"])
         actor = {"net": actor_net}
         if self.action_kind == "gaussian":
             actor["log_std"] = jnp.zeros((self.action_shape[0],), jnp.float32)

@@ -25,11 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .fileio import atomic_savez, atomic_write_json, flatten_dict, load_npz, unflatten_dict
-from .networks import ActorCritic
+from .networks import ActorCritic, as_float32
 
 __all__ = ["Policy", "load_policy", "POLICY_FORMAT", "BEST_POLICY_DIR", "LAST_POLICY_DIR"]
 
@@ -62,10 +61,6 @@ def _probs(model, actor_params, obs, mask):
     return model.head.probs(model.dist(actor_params, obs, mask))
 
 
-def _as_float32_params(params: Mapping) -> dict:
-    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), dict(params))
-
-
 class Policy:
     """A deterministic-or-stochastic policy with its value function.
 
@@ -84,7 +79,7 @@ class Policy:
             raise TypeError(f"model: expected an ActorCritic, got {type(model).__name__}")
         _check_params(params, model.param_shapes())
         self.model = model
-        self.params = _as_float32_params(params)
+        self.params = as_float32(params)
         self.metadata = dict(metadata or {})
 
     # ------------------------------------------------------------------------------ helpers

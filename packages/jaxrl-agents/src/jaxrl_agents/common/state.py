@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["TrainState", "init_train_state"]
+__all__ = ["TrainState", "init_train_state", "stack_trees", "unstack_tree"]
 
 
 class TrainState(NamedTuple):
@@ -29,6 +29,16 @@ class TrainState(NamedTuple):
     obs: jax.Array
     key: jax.Array
     update: jax.Array
+
+
+def stack_trees(trees):
+    """Pytrees of one structure stacked leaf by leaf on a new leading axis (seeds, agents)."""
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def unstack_tree(stacked, n: int) -> list:
+    """The `n` pytrees of `stack_trees`, from its result."""
+    return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]
 
 
 @functools.partial(jax.jit, static_argnums=0)

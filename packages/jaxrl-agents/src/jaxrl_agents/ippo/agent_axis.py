@@ -23,9 +23,10 @@ import jax.numpy as jnp
 from gymnasium import spaces
 
 from ..common.contracts import evaluation_of, info_field
+from ..common.state import unstack_tree
 from .spaces import AgentSpaces
 
-__all__ = ["AgentGroup", "group_agents", "stack_params", "unstack_params", "params_by_agent",
+__all__ = ["AgentGroup", "group_agents", "params_by_agent",
            "core_spaces", "AgentAxis", "JointEnv"]
 
 
@@ -49,20 +50,10 @@ def group_agents(agent_spaces: Mapping[Any, AgentSpaces]) -> list[AgentGroup]:
     return [AgentGroup(model, tuple(agents)) for model, agents in groups.items()]
 
 
-def stack_params(per_agent: list):
-    """Stack a list of parameter pytrees on a new leading axis."""
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per_agent)
-
-
-def unstack_params(stacked, n: int) -> list:
-    """Inverse of `stack_params`."""
-    return [jax.tree_util.tree_map(lambda x, i=i: x[i], stacked) for i in range(n)]
-
-
 def params_by_agent(groups, per_group: list) -> dict:
     """Agent -> its own parameters, from each group's parameters stacked over its agents."""
     return {a: p for g, gp in zip(groups, per_group)
-            for a, p in zip(g.agents, unstack_params(gp, len(g.agents)))}
+            for a, p in zip(g.agents, unstack_tree(gp, len(g.agents)))}
 
 
 def core_spaces(core, cfg) -> dict:

@@ -20,8 +20,8 @@ from ..common.gae import gae_next_values
 from ..common.losses import ppo_loss, value_loss
 from ..common.optimizer import linear_lr, make_optimizer
 from ..common.rollout import flatten_time_env
+from ..common.state import stack_trees
 from ..ppo.learner import make_learner
-from .agent_axis import stack_params
 from .config import IPPOConfig
 from .losses import lagrangian_advantage
 
@@ -76,7 +76,7 @@ def init_group_state(agent_spaces, agents, groups, key: jax.Array, cfg: IPPOConf
     tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
     params = {a: init_agent_params(agent_spaces[a].model, jax.random.fold_in(key, i), lagrangian)
               for i, a in enumerate(agents)}
-    group_params = [stack_params([params[a] for a in g.agents]) for g in groups]
+    group_params = [stack_trees([params[a] for a in g.agents]) for g in groups]
     return group_params, [jax.vmap(tx.init)(p) for p in group_params]
 
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from ..common.evaluation import evaluate_episode
 from ..common.rollout import collect
+from ..common.state import stack_trees
 from .agent_axis import AgentAxis, JointEnv, core_spaces, group_agents, params_by_agent
 from .learn import init_group_state, learn_groups, make_group_learn, steps_per_update
 from .losses import dual_step
@@ -186,8 +187,7 @@ def programs(core, cfg, lagrangian: bool) -> Programs:
                 b["mask"] = traj.obs["mask"][a]
             return b
 
-        batches = [jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
-                                          *[agent_batch(a) for a in g.agents]) for g in groups]
+        batches = [stack_trees([agent_batch(a) for a in g.agents]) for g in groups]
         new_params, new_opt, learn_stats = learn_groups(
             group_learns, groups, agents, [group_params(s.params, gi) for gi in range(len(groups))],
             s.opt_state, batches, lam, k_upd, s.update * apps_per_update, total_apps)

@@ -22,6 +22,7 @@ from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV, check_env, load_env
 from ..common.evaluation import evaluate_episode
 from ..common.networks import ActorCritic
+from ..common.state import stack_trees
 from ..ippo import config as ippo_config
 from ..ippo import programs as ippo_programs
 from ..ippo.agent_axis import core_spaces
@@ -123,7 +124,7 @@ def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
 
     def init(seed_keys, env_params, params=None):
         states = [module.init(k, model, env, env_params, cfg, params) for k in seed_keys]
-        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+        return stack_trees(states)
 
     rollout_phase, learn_phase = module.make_phases(model, env, cfg)
 
@@ -186,7 +187,7 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
 
     def init(seed_keys, env_params):
         states = [prog.init(k, env_params) for k in seed_keys]
-        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+        return stack_trees(states)
 
     def _update(states, env_params, total):
         states, stats = jax.lax.map(lambda s: prog.update_fn(s, env_params, total), states)

@@ -81,7 +81,6 @@ def check_stop_after(stop_after) -> int | None:
     return None if stop_after is None else check_pos_int("stop_after", stop_after)
 
 
-
 def check_time_budget(seconds) -> float | None:
     """None, or a positive finite number of seconds."""
     if seconds is None:

@@ -24,7 +24,6 @@ def _key_value_parser(flag: str):
     return parse
 
 
-
 class ConfigHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows defaults, except for flags whose default is None.
 

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET", "get_preset", "preset_names"]
+__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET", "get_preset"]
 
 DEFAULT_PRESET = "demo"
 
@@ -74,11 +74,6 @@ PRESETS: dict[str, dict[str, Preset]] = {
     "ippo": {"demo": Preset("demo", "a short run", {}, 20_000, eval_every=2_048)},
     "ippo_lagrangian": {"demo": Preset("demo", "a short run", {}, 20_000, eval_every=2_048)},
 }
-
-
-def preset_names(algo: str) -> list[str]:
-    """The preset names of (canonical) algorithm `algo`."""
-    return sorted(PRESETS.get(algo, {}))
 
 
 def get_preset(algo: str, name: str) -> Preset:

@@ -50,7 +50,6 @@ def _env_description(env) -> Any:
     return repr(env)
 
 
-
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat()
 

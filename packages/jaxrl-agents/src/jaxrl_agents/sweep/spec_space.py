@@ -142,7 +142,6 @@ def _check_env_space(train: dict, space: dict) -> None:
                 build(f"space.{key}", {**train["env_options"], key[4:]: v})
 
 
-
 # -------------------------------------------------------------------------------- scheduler
 def parse_scheduler(s: dict, spec: SweepSpec) -> dict:
     """The ``[scheduler]`` table, validated against `spec` (the SPEC parsed so far)."""
