@@ -83,6 +83,19 @@ def _candidates(entry: dict) -> list:
     return list(args)
 
 
+def _check_candidates(path: str, train: dict, name: str, entry: dict) -> None:
+    """Build the ``[train]`` config with each candidate value of config field `name`'s `entry`.
+
+    So a value the config refuses is named by its SPEC path now, not in a trial.
+    """
+    for v in _candidates(entry):
+        try:
+            jaxrl.make_config(train["algo"], {**train["config"], "total_steps": train["total_steps"],
+                                              name: v})
+        except ValueError as e:
+            raise SpecError(within(path, e)) from None
+
+
 def parse_space(space: dict, train: dict, method: str) -> dict:
     """The ``[space]`` table, validated against the parsed ``[train]`` (`train`) and `method`."""
     known_fields("space", space, {"config", "env", "seeds"})
@@ -97,12 +110,7 @@ def parse_space(space: dict, train: dict, method: str) -> dict:
                             f"valid: {valid}")
         integer = fields[name].metadata["check"].endswith("int")
         parsed = _parse_entry(path, entry, method, integer)
-        for v in _candidates(parsed):
-            try:
-                jaxrl.make_config(algo, {**train["config"], "total_steps": train["total_steps"],
-                                         name: v})
-            except ValueError as e:
-                raise SpecError(within(path, e)) from None
+        _check_candidates(path, train, name, parsed)
         out[f"config.{name}"] = parsed
     for name, entry in table_field("space.env", space.get("env", {})).items():
         out[f"env.{name}"] = _parse_entry(f"space.env.{name}", entry, method)
@@ -198,12 +206,7 @@ def parse_scheduler(s: dict, spec: SweepSpec) -> dict:
         if "randint" in parsed:
             raise SpecError(f"{path}.randint: PBT explores real-valued fields; use uniform, "
                             f"loguniform or values")
-        for v in _candidates(parsed):
-            try:
-                jaxrl.make_config(spec.train["algo"], {**spec.train["config"], name: v,
-                                                       "total_steps": total})
-            except ValueError as e:
-                raise SpecError(within(path, e)) from None
+        _check_candidates(path, spec.train, name, parsed)
         mutations[f"config.{name}"] = parsed
     if not mutations:
         raise SpecError("scheduler.mutations.config: expected at least one field for PBT to "
