@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
+import csv
+import math
 import os
 
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.run_files import CHECKPOINT, RUN_CONFIG, read_run_config
+from jaxrl_agents.run.run_files import CHECKPOINT, PROGRESS_CSV, RUN_CONFIG, read_run_config
 
-__all__ = ["find_run_dir", "run_status"]
+__all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
+           "ATTEMPT_MARK", "attempt_dirs", "attempt_verdict", "restart_overhead"]
+
+#: A failed attempt of a restarted seed is renamed ``<run>.attempt-<n>`` in its folder (kept).
+ATTEMPT_MARK = ".attempt-"
+
+
+def to_float(text) -> float:
+    """A progress.csv cell as a float (NaN for an empty or unreadable cell)."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_progress(run_dir: str) -> list[dict[str, str]]:
+    """The rows of a run's progress.csv, as strings."""
+    with open(os.path.join(run_dir, PROGRESS_CSV), newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def score_column(rc: dict) -> str:
+    """The progress.csv column of the evaluation score a run ranks its policies by."""
+    return f"eval_{rc.get('evaluation', {}).get('score', 'JT_min')}"
 
 
 def find_run_dir(parent: str) -> str | None:
@@ -21,7 +46,7 @@ def find_run_dir(parent: str) -> str | None:
         return None
     found = sorted(e.path for e in os.scandir(parent)
                    if e.is_dir() and os.path.isfile(os.path.join(e.path, RUN_CONFIG))
-                   and ".incomplete-" not in e.name)
+                   and ".incomplete-" not in e.name and ATTEMPT_MARK not in e.name)
     if len(found) > 1:
         raise ValueError(f"{parent}: expected one run directory, found {len(found)} "
                          f"({', '.join(map(os.path.basename, found))}); move the extra ones away")
@@ -39,3 +64,51 @@ def run_status(run_dir: str) -> tuple[str, int, int]:
     _, header = read_checkpoint(ckpt)
     done = int(header["meta"]["step"])
     return ("finished" if done >= budget else "interrupted"), done, budget
+
+
+def attempt_dirs(parent: str) -> list[str]:
+    """The failed attempts set aside in `parent`, in attempt order."""
+    if not os.path.isdir(parent):
+        return []
+    found = [e.path for e in os.scandir(parent) if e.is_dir() and ATTEMPT_MARK in e.name]
+    return sorted(found, key=lambda p: int(p.rsplit(ATTEMPT_MARK, 1)[1]))
+
+
+def attempt_verdict(run_dir: str, below: float, within_steps: int) -> str:
+    """"pass", "fail" or "open": whether the run reached J_T < `below` within `within_steps`.
+
+    "open" while its evaluations have not yet reached `within_steps` without passing.
+    """
+    path = os.path.join(run_dir, PROGRESS_CSV)
+    if not os.path.isfile(path):
+        return "open"
+    score = score_column(read_run_config(os.path.join(run_dir, RUN_CONFIG)))
+    for row in read_progress(run_dir):
+        step = to_float(row.get("step"))
+        if step > within_steps:
+            return "fail"
+        if to_float(row.get(score)) < below:
+            return "pass"
+        if step == within_steps:
+            return "fail"
+    return "open"
+
+
+def restart_overhead(run_dir: str) -> dict:
+    """The failed attempts before `run_dir` in its folder, with their steps and wall-clock summed.
+
+    Returns ``{"steps": int, "wall_s": float, "attempts": [{"run", "seed", "steps", "wall_s",
+    "best_JT"}, ...]}``; zeros and an empty list for a run that is its seed's first attempt.
+    """
+    attempts = []
+    for path in attempt_dirs(os.path.dirname(os.path.normpath(run_dir))):
+        rc = read_run_config(os.path.join(path, RUN_CONFIG))
+        rows = read_progress(path)
+        scores = [to_float(r.get(score_column(rc))) for r in rows]
+        scores = [x for x in scores if not math.isnan(x)]
+        attempts.append({"run": os.path.basename(path), "seed": rc["seed"],
+                         "steps": int(to_float(rows[-1]["step"])) if rows else 0,
+                         "wall_s": to_float(rows[-1]["wall"]) if rows else 0.0,
+                         "best_JT": min(scores) if scores else None})
+    return {"steps": sum(a["steps"] for a in attempts),
+            "wall_s": sum(a["wall_s"] for a in attempts), "attempts": attempts}

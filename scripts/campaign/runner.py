@@ -30,12 +30,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from jaxrl_agents.common.fileio import DirectoryLockedError, lock_directory
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.run_files import RUN_CONFIG, read_run_config
 
-from .rundirs import find_run_dir, run_status
+from .rundirs import ATTEMPT_MARK, attempt_dirs, attempt_verdict, find_run_dir, run_status
 from .spec import Campaign, Entry
 from .summary import summary_paths, write_summary
 
@@ -91,10 +92,12 @@ def _stop(child: subprocess.Popen) -> None:
         child.wait()
 
 
-def _train(args: list[str], deadline: float | None) -> tuple[int, bool]:
-    """Run ``jaxrl-train ARGS`` until it exits or `deadline` (time.time()); (exit code, interrupted).
+def _train(args: list[str], deadline: float | None,
+           failed: Callable[[], bool] | None = None) -> tuple[int, str | None]:
+    """Run ``jaxrl-train ARGS`` until it exits, `deadline` (time.time()) or `failed()` turns true.
 
-    SIGINT or SIGTERM to the campaign stops the run the same way, then the campaign.
+    Returns (exit code, why it was stopped: None, "interrupted" or "failed"). SIGINT or SIGTERM
+    to the campaign stops the run the same way, then the campaign.
     """
     child = subprocess.Popen([sys.executable, "-m", "jaxrl_agents.run.cli", *args],
                              preexec_fn=_default_sigint)
@@ -103,12 +106,15 @@ def _train(args: list[str], deadline: float | None) -> tuple[int, bool]:
             if deadline is not None and time.time() >= deadline:
                 print("campaign: deadline reached; stopping the run between two updates", flush=True)
                 _stop(child)
-                return child.returncode, True
+                return child.returncode, "interrupted"
+            if failed is not None and failed():
+                _stop(child)
+                return child.returncode, "failed"
             time.sleep(1.0)
     except KeyboardInterrupt:
         _stop(child)
-        return child.returncode, True
-    return child.returncode, False
+        return child.returncode, "interrupted"
+    return child.returncode, None
 
 
 def _terminate_as_interrupt(signum, frame):  # noqa: ARG001 (signal handler signature)
@@ -156,7 +162,10 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
         if seed not in campaign.seeds:
             raise ValueError(f"--seed: expected one of the campaign's seeds {list(campaign.seeds)}, "
                              f"got {seed}")
-    for entry, seed in campaign.schedule():
+    queue = campaign.schedule()
+    retry: list = []  # a run stopped by its restart test: its seed starts again at once
+    while queue or retry:
+        entry, seed = retry.pop() if retry else queue.pop(0)
         if (selected and entry.name not in selected) or (seeds and seed not in seeds):
             continue
         if _deadline_passed(deadline):
@@ -168,11 +177,17 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             if not _wait_while_in_use(run_dir, deadline, label):
                 return 3
             status, done, budget = run_status(run_dir)
-            if status == "incomplete":
+            if _restart_now(entry, run_dir):
+                print(f"campaign: {label}: {run_dir} did not reach J_T < {entry.restart.below:g} "
+                      f"within {entry.restart.within_steps:,} steps; moved to "
+                      f"{_set_aside_attempt(run_dir)}", flush=True)
+                run_dir = None
+            elif status == "incomplete":
                 print(f"campaign: {label}: {run_dir} never reached a checkpoint; moved to "
                       f"{_set_aside(run_dir)}", flush=True)
                 run_dir = None
-        if run_dir is None and (committed := _committed_status(campaign, entry, seed)):
+        if (run_dir is None and not attempt_dirs(parent)
+                and (committed := _committed_status(campaign, entry, seed))):
             how = ("finished" if committed == "finished" else
                    f"{committed}, and cannot resume without its run directory (remove its summary "
                    f"to start it afresh)")
@@ -186,9 +201,12 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
                       flush=True)
                 continue
             os.makedirs(parent, exist_ok=True)
-            print(f"campaign: {label}: new run under {parent}", flush=True)
-            code, interrupted = _train([*entry.train_args(seed, parent, source), "--progress",
-                                        progress], deadline)
+            attempt = len(attempt_dirs(parent))
+            train_seed = entry.attempt_seed(seed, attempt)
+            print(f"campaign: {label}: new run under {parent}"
+                  + (f" (attempt {attempt + 1}, seed {train_seed})" if attempt else ""), flush=True)
+            code, why = _train([*entry.train_args(train_seed, parent, source), "--progress",
+                                progress], deadline, _failed_watch(entry, parent))
         elif status == "finished" and budget >= _budget(run_dir, entry):
             if not os.path.isfile(summary_paths(campaign, entry, seed)["json"]):
                 print(f"campaign: {label}: finished; summarising it (the GRAPE frontier takes a "
@@ -203,18 +221,51 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
                 args += ["--total-steps", str(entry.total_steps)]
             print(f"campaign: {label}: resuming {run_dir} at step {done:,} of {max(budget, extend):,}",
                   flush=True)
-            code, interrupted = _train(args, deadline)
+            code, why = _train(args, deadline, _failed_watch(entry, parent))
         run_dir = find_run_dir(parent)
+        if why == "failed" or (why is None and run_dir is not None and _restart_now(entry, run_dir)):
+            retry.append((entry, seed))
+            continue  # set aside and started again at the top of the loop
         if run_dir is not None and os.path.isfile(os.path.join(run_dir, "progress.csv")):
             print(f"campaign: {label}: summarising it", flush=True)
             path = write_summary(campaign, entry, seed, run_dir, code_version)
             print(f"campaign: {label}: summary {path}", flush=True)
-        if interrupted:
+        if why == "interrupted":
             return 3
         if code != 0:
             print(f"campaign: {label}: jaxrl-train exited with {code}; stopping", flush=True)
             return 1
     return 0
+
+
+def _restart_now(entry: Entry, run_dir: str) -> bool:
+    """Whether `run_dir` failed its entry's restart test and its seed has attempts left."""
+    rule = entry.restart
+    if rule is None:
+        return False
+    parent = os.path.dirname(os.path.normpath(run_dir))
+    return (len(attempt_dirs(parent)) < rule.attempts - 1
+            and attempt_verdict(run_dir, rule.below, rule.within_steps) == "fail")
+
+
+def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
+    """A check, polled while a run trains, that it has failed its entry's restart test."""
+    if entry.restart is None:
+        return None
+
+    def failed() -> bool:
+        run_dir = find_run_dir(parent)
+        return run_dir is not None and _restart_now(entry, run_dir)
+
+    return failed
+
+
+def _set_aside_attempt(run_dir: str) -> str:
+    """Rename a failed attempt ``<run>.attempt-<n>`` (kept: its time counts); the new path."""
+    n = len(attempt_dirs(os.path.dirname(os.path.normpath(run_dir))))
+    target = f"{os.path.normpath(run_dir)}{ATTEMPT_MARK}{n}"
+    os.rename(run_dir, target)
+    return target
 
 
 def _budget(run_dir: str, entry: Entry) -> int:

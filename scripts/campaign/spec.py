@@ -17,6 +17,9 @@ A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
     env_options = { T = 17.25 }              # jaxrl-train --env-option KEY=VALUE
     init_from = "other-entry"                # start each seed from that entry's same seed
     robustness = true                        # map the best policy over the recool grid
+    restart = { below = 1e-2, within_steps = 2_500_000, attempts = 4 }
+                                             # a seed's run that has not reached J_T < below
+                                             # within that many steps starts again (seed + 1000 n)
     seeds = [1, 2]                           # a subset of the campaign's seeds (default: all)
 
 Relative paths are relative to the repository root (the current directory of the command).
@@ -31,13 +34,34 @@ import re
 import tomllib
 from typing import Any
 
-__all__ = ["Campaign", "Entry", "load_campaign"]
+__all__ = ["Campaign", "Entry", "Restart", "ATTEMPT_SEED_STRIDE", "load_campaign"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _TOP_KEYS = {"name", "runs", "summaries", "seeds", "frontier_ns", "entry"}
 DEFAULT_FRONTIER_NS = tuple(float(t) for t in range(5, 21))  # gate times of the frontier, ns
 _ENTRY_KEYS = {"name", "description", "algo", "preset", "total_steps", "flags", "env_options",
-               "init_from", "robustness", "seeds"}
+               "init_from", "robustness", "seeds", "restart"}
+_RESTART_KEYS = {"below", "within_steps", "attempts"}
+#: Attempt n of a campaign seed s trains with seed s + n * ATTEMPT_SEED_STRIDE: distinct from every
+#: campaign seed below the stride, and the same attempts on every machine.
+ATTEMPT_SEED_STRIDE = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Restart:
+    """The early test of a seed's run, and how often the seed may start again.
+
+    A run that has not reached J_T < `below` within `within_steps` environment steps is set aside
+    and the seed starts again with the next attempt seed, at most `attempts` runs in all (the last
+    one is kept whatever it reaches).
+
+    The test reads only the run's own evaluations (its progress.csv), so attempts are
+    deterministic; every attempt's steps and wall-clock count towards the seed's times.
+    """
+
+    below: float
+    within_steps: int
+    attempts: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +79,7 @@ class Entry:
         init_from: name of an earlier entry whose same-seed best policy each run starts from.
         robustness: whether summaries map the best policy over the recool detuning grid.
         seeds: the seeds of this entry, in run order.
+        restart: the early test that restarts a seed's run (None: every seed runs once).
     """
 
     name: str
@@ -67,6 +92,11 @@ class Entry:
     init_from: str | None
     robustness: bool
     seeds: tuple[int, ...]
+    restart: Restart | None = None
+
+    def attempt_seed(self, seed: int, attempt: int) -> int:
+        """The training seed of attempt `attempt` (0, 1, ...) of campaign seed `seed`."""
+        return seed + attempt * ATTEMPT_SEED_STRIDE
 
     def train_args(self, seed: int, out: str, init_from_dir: str | None) -> list[str]:
         """The ``jaxrl-train`` arguments of a new run of this entry for `seed` under `out`."""
@@ -179,9 +209,28 @@ def _entry(path: str, i: int, table: Any, seeds: tuple[int, ...], earlier: dict[
         if reserved in flags:
             raise _fail(path, f"{where}: flags", f"config fields (set {reserved!r} as an entry key)",
                         reserved)
+    if any(s >= ATTEMPT_SEED_STRIDE for s in entry_seeds) and "restart" in table:
+        raise _fail(path, f"{where}: seeds", f"seeds below {ATTEMPT_SEED_STRIDE} with restart",
+                    list(entry_seeds))
     return Entry(name, str(table.get("description", "")), table["algo"], table["preset"], total,
                  flags, dict(table.get("env_options", {})), init_from,
-                 bool(table.get("robustness", False)), entry_seeds)
+                 bool(table.get("robustness", False)), entry_seeds,
+                 _restart(path, f"{where}: restart", table["restart"], total)
+                 if "restart" in table else None)
+
+
+def _restart(path: str, where: str, table: Any, total_steps: int) -> Restart:
+    if not isinstance(table, dict) or set(table) != _RESTART_KEYS:
+        raise _fail(path, where, f"a table of {sorted(_RESTART_KEYS)}", table)
+    below, within, attempts = table["below"], table["within_steps"], table["attempts"]
+    if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 < below < 1:
+        raise _fail(path, f"{where}: below", "a J_T in (0, 1)", below)
+    if isinstance(within, bool) or not isinstance(within, int) or not 0 < within < total_steps:
+        raise _fail(path, f"{where}: within_steps", f"a step count in (0, total_steps = "
+                    f"{total_steps})", within)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 2 <= attempts <= 100:
+        raise _fail(path, f"{where}: attempts", "an integer from 2 to 100", attempts)
+    return Restart(float(below), within, attempts)
 
 
 def load_campaign(path: str) -> Campaign:

@@ -14,7 +14,6 @@ reads it.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import statistics
@@ -22,9 +21,11 @@ import subprocess
 
 import numpy as np
 from jaxrl_agents.common.fileio import atomic_write_json
-from jaxrl_agents.run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_run_config
+from jaxrl_agents.run.run_files import EVALS_NPZ, RUN_CONFIG, read_run_config
 
-from .rundirs import run_status
+from .rundirs import read_progress as _read_progress
+from .rundirs import restart_overhead, run_status, score_column
+from .rundirs import to_float as _float
 from .spec import DEFAULT_FRONTIER_NS
 
 __all__ = ["PAPER_GATE_NS", "THRESHOLDS", "summary_paths", "write_summary",
@@ -67,20 +68,8 @@ def code_version(cwd: str | None = None, ignore: tuple[str, ...] = ()) -> str:
         return "unknown"
 
 
-def _float(text) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _finite_or_none(x):
     return None if x is None or not math.isfinite(x) else float(x)
-
-
-def _read_progress(run_dir: str) -> list[dict[str, str]]:
-    with open(os.path.join(run_dir, PROGRESS_CSV), newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def _gate(evals, e: int, k: int, dt: float) -> dict:
@@ -138,12 +127,14 @@ def _frontier(evals, dt: float, refine: bool, gate_times=DEFAULT_FRONTIER_NS) ->
             "grape_iterations": GRAPE_ITERATIONS if refine else 0}
 
 
-def _thresholds(rows: list[dict], score: str) -> dict:
+def _thresholds(rows: list[dict], score: str, overhead: dict) -> dict:
+    """Steps and wall-clock to each threshold, counting the failed attempts before the run."""
     out = {}
     for threshold in THRESHOLDS:
         hit = next((r for r in rows if _float(r.get(score)) < threshold), None)
         out[f"{threshold:.0e}"] = None if hit is None else {
-            "steps": int(_float(hit["step"])), "wall_s": _float(hit["wall"])}
+            "steps": int(_float(hit["step"])) + overhead["steps"],
+            "wall_s": _float(hit["wall"]) + overhead["wall_s"]}
     return out
 
 
@@ -199,7 +190,10 @@ def _source(rc: dict) -> dict | None:
     try:
         rows = _read_progress(init["path"])
         at = next(r for r in rows if int(_float(r["step"])) == init.get("step"))
-        out["wall_s"] = _float(at["wall"])
+        overhead = restart_overhead(init["path"])  # a restarted source's failed attempts
+        out["wall_s"] = _float(at["wall"]) + overhead["wall_s"]
+        if out["step"] is not None:
+            out["step"] += overhead["steps"]
     except (OSError, StopIteration):  # the source directory is gone: steps only
         out["wall_s"] = None
     try:
@@ -228,7 +222,8 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
     """
     rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
     rows = _read_progress(run_dir)
-    score = f"eval_{rc.get('evaluation', {}).get('score', 'JT_min')}"
+    score = score_column(rc)
+    overhead = restart_overhead(run_dir)
     env_cfg = rc["env_config"]["config"]
     dt = env_cfg["T"] / env_cfg["pulse_length"]
     status, done, budget = run_status(run_dir) if status is None else status
@@ -244,11 +239,13 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
         "extensions": rc.get("extensions", []), "versions": rc.get("versions", {}),
         "created": rc.get("created"), "steps_done": done, "budget": budget, "wall_s": wall,
         "steps_per_s": done / wall if wall and wall > 0 else None,
-        "thresholds": _thresholds(rows, score), "curve": _curve(rows, score),
+        "thresholds": _thresholds(rows, score, overhead), "curve": _curve(rows, score),
         "diagnostics": {k: statistics.median(_float(r[k]) for r in late)
                         for k in DIAGNOSTICS if rows and k in rows[0]},
         "init_from": _source(rc),
     }
+    if overhead["attempts"]:  # steps_done, wall_s and the curve are this (the kept) run's own
+        summary["restarts"] = overhead
     gates = {}
     if os.path.isfile(os.path.join(run_dir, EVALS_NPZ)):
         with np.load(os.path.join(run_dir, EVALS_NPZ)) as z:

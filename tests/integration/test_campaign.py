@@ -265,6 +265,9 @@ def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
         "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nbogus = 1\n": "keys: expected some of",
         "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
         "preset = 'fast'\ntotal_steps = 10\nflags = { seed = 3 }\n": "entry 'a': flags",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "preset = 'fast'\ntotal_steps = 10\nrestart = { below = 1e-2, within_steps = 20, attempts = 3 }\n":
+        "entry 'a': restart: within_steps: expected a step count in (0, total_steps = 10)",
     }
     for text, match in cases.items():
         path = tmp_path / "bad.toml"
@@ -328,3 +331,59 @@ def test_a_chain_reaches_a_threshold_when_its_first_run_does():
              "c/ft": [_toy_summary("ft-1", 1, (20, 5.0), start)]}
     link_sources(other, {"c/src": None, "c/ft": "c/src"})
     assert _to(other["c/ft"][0], 1e-4) == (520, 55.0)
+
+
+RESTARTED = MINI.split("[[entry]]")[0] + """
+[[entry]]
+name = "base"
+algo = "ppo"
+preset = "fast"
+total_steps = 1024
+env_options = { T = 6.0, pulse_length = 120, qubit_drift_mhz = "recool" }
+flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }
+restart = { below = 1e-12, within_steps = 512, attempts = 2 }
+"""
+
+
+def test_a_seed_that_fails_its_early_test_starts_again_and_counts_the_failed_attempt(tmp_path,
+                                                                                     monkeypatch):
+    # J_T < 1e-12 within the first update: no 6 ns policy can pass, so attempt 1 (seed 1) is set
+    # aside and attempt 2 (seed 1001), the last one allowed, is kept whatever it reaches.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "restart.toml").write_text(RESTARTED)
+    campaign = load_campaign("restart.toml")
+    assert run_campaign(campaign, code_version="v-test", progress="off") == 0
+    parent = pathlib.Path(campaign.run_parent(campaign.entries[0], 1))
+    aside = [p for p in parent.iterdir() if ".attempt-" in p.name]
+    assert [p.name.rsplit("-", 1)[1] for p in aside] == ["0"]
+    kept = find_run_dir(str(parent))
+    assert json.loads(pathlib.Path(kept, "config.json").read_text())["seed"] == 1001
+    assert run_status(kept)[0] == "finished"
+    summary = json.loads((tmp_path / "summaries" / "base" / "s1.json").read_text())
+    (attempt,) = summary["restarts"]["attempts"]
+    assert attempt["seed"] == 1 and attempt["steps"] >= 512 and attempt["best_JT"] > 1e-12
+    assert summary["restarts"]["steps"] == attempt["steps"] and summary["seed"] == 1001
+    # A second call finds the kept run finished and its test spent: nothing more starts.
+    assert run_campaign(campaign, code_version="v-test", progress="off") == 0
+    assert len([p for p in parent.iterdir() if ".attempt-" in p.name]) == 1
+
+
+def test_the_early_test_reads_the_run_s_own_evaluations(campaign_dir):
+    from scripts.campaign.rundirs import attempt_verdict, read_progress
+
+    _, _, run = campaign_dir
+    first = read_progress(run)[0]
+    jt, step = float(first["eval_JT_min"]), int(float(first["step"]))
+    assert attempt_verdict(run, jt * 1.0001, step) == "pass"  # met at the first evaluation
+    assert attempt_verdict(run, 1e-12, step) == "fail"  # not met by the step the test names
+    assert attempt_verdict(run, 1e-12, 10**9) == "open"  # the step is not there yet
+
+
+def test_times_to_a_threshold_count_the_failed_attempts_before_the_run():
+    from scripts.campaign.summary import _thresholds
+
+    rows = [{"step": "512", "wall": "2.0", "eval_JT_min": "0.02"},
+            {"step": "1024", "wall": "4.5", "eval_JT_min": "0.005"}]
+    got = _thresholds(rows, "eval_JT_min", {"steps": 2048, "wall_s": 10.25, "attempts": []})
+    assert got == {"1e-02": {"steps": 1024 + 2048, "wall_s": 4.5 + 10.25}, "1e-03": None,
+                   "1e-04": None}
