@@ -85,11 +85,19 @@ def _default_sigint() -> None:
 def _stop(child: subprocess.Popen) -> None:
     """Ask the run to stop between two updates (SIGINT); terminate it if it does not."""
     child.send_signal(signal.SIGINT)
-    try:
-        child.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:  # the last checkpoint is intact; resume recomputes the rest
-        child.terminate()
-        child.wait()
+    until = time.monotonic() + STOP_GRACE_S
+    while True:
+        try:
+            child.wait(max(until - time.monotonic(), 0.0))
+            return
+        except subprocess.TimeoutExpired:  # the last checkpoint is intact; resume recomputes the rest
+            child.terminate()
+            child.wait()
+            return
+        except KeyboardInterrupt:
+            # A second signal while the run stops (`uv run` forwards a SIGTERM that `kill` also
+            # sent to its child): keep waiting, so the campaign still summarises the run.
+            continue
 
 
 def _train(args: list[str], deadline: float | None,

@@ -333,16 +333,9 @@ def test_a_chain_reaches_a_threshold_when_its_first_run_does():
     assert _to(other["c/ft"][0], 1e-4) == (520, 55.0)
 
 
-RESTARTED = MINI.split("[[entry]]")[0] + """
-[[entry]]
-name = "base"
-algo = "ppo"
-preset = "fast"
-total_steps = 1024
-env_options = { T = 6.0, pulse_length = 120, qubit_drift_mhz = "recool" }
-flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }
-restart = { below = 1e-12, within_steps = 512, attempts = 2 }
-"""
+# The mini campaign's first entry with an early test in place of its robustness map.
+RESTARTED = "[[entry]]".join(MINI.split("[[entry]]")[:2]).replace(
+    "robustness = true", "restart = { below = 1e-12, within_steps = 512, attempts = 2 }")
 
 
 def test_a_seed_that_fails_its_early_test_starts_again_and_counts_the_failed_attempt(tmp_path,
