@@ -75,7 +75,7 @@ def attempt_dirs(parent: str) -> list[str]:
 
 
 def attempt_verdict(run_dir: str, below: float, within_steps: int) -> str:
-    """"pass", "fail" or "open": whether the run reached J_T < `below` within `within_steps`.
+    """Whether the run reached J_T < `below` within `within_steps`: "pass", "fail" or "open".
 
     "open" while its evaluations have not yet reached `within_steps` without passing.
     """

@@ -64,11 +64,17 @@ def _wait_while_in_use(run_dir: str, deadline: float | None, label: str) -> bool
     return True
 
 
-def _set_aside(run_dir: str) -> str:
-    n = 1
-    while os.path.exists(f"{run_dir}.incomplete-{n}"):
+def _set_aside(run_dir: str, mark: str = ".incomplete-", first: int = 1) -> str:
+    """Rename `run_dir` to ``<run_dir><mark><n>`` and return that path (nothing is deleted).
+
+    n is the first free number from `first`: ``.incomplete-1`` ..., or ``.attempt-0`` ... in
+    attempt order.
+    """
+    run_dir = os.path.normpath(run_dir)
+    n = first
+    while os.path.exists(f"{run_dir}{mark}{n}"):
         n += 1
-    target = f"{run_dir}.incomplete-{n}"
+    target = f"{run_dir}{mark}{n}"
     os.rename(run_dir, target)
     return target
 
@@ -188,7 +194,7 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             if _restart_now(entry, run_dir):
                 print(f"campaign: {label}: {run_dir} did not reach J_T < {entry.restart.below:g} "
                       f"within {entry.restart.within_steps:,} steps; moved to "
-                      f"{_set_aside_attempt(run_dir)}", flush=True)
+                      f"{_set_aside(run_dir, ATTEMPT_MARK, first=0)}", flush=True)
                 run_dir = None
             elif status == "incomplete":
                 print(f"campaign: {label}: {run_dir} never reached a checkpoint; moved to "
@@ -257,23 +263,27 @@ def _restart_now(entry: Entry, run_dir: str) -> bool:
 
 
 def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
-    """A check, polled while a run trains, that it has failed its entry's restart test."""
+    """A check, polled while a run trains, that it has failed its entry's restart test.
+
+    Once the run is past its test (passed, or no attempts left) the check stops reading its files.
+    """
     if entry.restart is None:
         return None
+    decided = False
 
     def failed() -> bool:
-        run_dir = find_run_dir(parent)
-        return run_dir is not None and _restart_now(entry, run_dir)
+        nonlocal decided
+        run_dir = None if decided else find_run_dir(parent)
+        if run_dir is None:
+            return False
+        if _restart_now(entry, run_dir):
+            return True
+        rule = entry.restart
+        decided = (len(attempt_dirs(parent)) >= rule.attempts - 1
+                   or attempt_verdict(run_dir, rule.below, rule.within_steps) == "pass")
+        return False
 
     return failed
-
-
-def _set_aside_attempt(run_dir: str) -> str:
-    """Rename a failed attempt ``<run>.attempt-<n>`` (kept: its time counts); the new path."""
-    n = len(attempt_dirs(os.path.dirname(os.path.normpath(run_dir))))
-    target = f"{os.path.normpath(run_dir)}{ATTEMPT_MARK}{n}"
-    os.rename(run_dir, target)
-    return target
 
 
 def _budget(run_dir: str, entry: Entry) -> int:
