@@ -6,8 +6,10 @@ Prints agent-steps per second (environment steps x 3 agents) *including the upda
   is one compiled policy call for the three agents, which share a network definition, plus the
   adapter's compiled physics step), rollouts of `--n-steps`;
 - python rollout only: the same collection without the updates, to show where the time goes;
-- compiled: IPPO on the env's functional core (``env.core``), `n_envs` environments, rollout +
-  every agent's PPO epochs in one jitted update (rollouts of 16 steps per env).
+- compiled: a trainer session (`jaxrl_agents.run.session.Session`) on the env's functional core
+  (``env.core``), `n_envs` environments, rollout + every agent's PPO epochs in one jitted update (rollouts of 16
+  steps per env); run files go to a temporary directory, and no evaluation or checkpoint falls
+  inside the timed updates.
 
 All runs use the same network and PPO settings (hidden 64x64, 4 epochs x 4 minibatches). Timing
 starts after a warm-up run that compiles everything.
@@ -55,18 +57,25 @@ def _python(env_opts, cfg, algo_cls, rollouts) -> dict:
 
 
 def _compiled(env_opts, cfg, algo_cls, n_envs, updates) -> dict:
+    import tempfile
+
+    from jaxrl_agents.run.session import Session
     from quantgate_env.pettingzoo import parallel_env
 
     env = parallel_env(**env_opts)
     n_agents = len(env.possible_agents)
-    ccfg = dict(cfg, n_envs=n_envs, n_steps=16)
+    algo = "ippo_lagrangian" if algo_cls.lagrangian else "ippo"
     per_update = n_envs * 16
-    t0 = time.perf_counter()
-    algo_cls(ccfg, seed=0).train(env, per_update)  # compiles (cached for the timed run)
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    algo_cls(ccfg, seed=1).train(env, per_update * updates)
-    elapsed = time.perf_counter() - t0
+    run_cfg = dict(cfg, n_envs=n_envs, n_steps=16, total_steps=per_update * (updates + 2))
+    with tempfile.TemporaryDirectory() as out, Session.open(
+            algo, env, config=run_cfg, seeds=(1,), eval_every=10**12, checkpoint_every=10**6,
+            out=out, progress="off") as session:
+        t0 = time.perf_counter()
+        session.advance(1)  # compiles the update
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        session.advance(updates)
+        elapsed = time.perf_counter() - t0
     return {"steps": per_update * updates, "train": per_update * updates * n_agents / elapsed,
             "compile_s": compile_s}
 

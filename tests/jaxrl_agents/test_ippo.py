@@ -18,13 +18,13 @@ from jaxrl_agents.ippo import IPPO, check_budget
 from jaxrl_agents.ippo.config import IPPOConfig, validate_ippo_config
 from jaxrl_agents.ippo import IPPO_Lagrangian
 from jaxrl_agents.ippo.losses import dual_step, lagrangian_advantage
-from jaxrl_agents.ippo.learn import minibatch_count, optimizer_applications
+from jaxrl_agents.ippo.learn import minibatch_count, steps_per_update
 from jaxrl_agents.common.state import stack_trees
 from jaxrl_agents.ippo.agent_axis import group_agents
 from jaxrl_agents.ippo.rollout import ActionRewriteError, ParallelRunner
 from jaxrl_agents.ippo.spaces import AgentSpaces, MARLPolicy
 
-from .marl_toy_envs import CostStreamEnv, SpacesEnv
+from .marl_toy_envs import CostStreamEnv, RiskyCore, SpacesEnv
 
 # 8-step rollouts split into 3 requested minibatches: 8 is not divisible by 3, so every update
 # exercises the reduced minibatch count (2).
@@ -96,6 +96,7 @@ class _NoAgents(ParallelEnv):
     (object(), "ParallelEnv"),
     (_Dup(), "unique"),
     (_NoAgents(), "at least one"),
+    (RiskyCore(), r"got RiskyCore; a functional multi-agent core .* jaxrl_agents.train\('ippo'"),
 ])
 def test_env_must_be_a_parallel_env_with_unique_agents(env, match):
     with pytest.raises(ValueError, match=match):
@@ -103,7 +104,7 @@ def test_env_must_be_a_parallel_env_with_unique_agents(env, match):
 
 
 def test_parallel_env_needs_one_environment():
-    with pytest.raises(ValueError, match="n_envs"):
+    with pytest.raises(ValueError, match="n_envs: expected 1 .* got 4; .*jaxrl-train --algo ippo"):
         IPPO({**TINY, "n_envs": 4}).train(SpacesEnv(), 8)
 
 
@@ -169,6 +170,12 @@ def test_progress_callback_once_per_cycle(spaces_run, cost_run):
     assert [h["step"] for h in result.history] == [8, 16]
     _, calls = cost_run
     assert calls == [(5, 18), (10, 18), (15, 18), (18, 18)]  # the last rollout is short (3 steps)
+
+
+def optimizer_applications(sizes, n_epochs, n_minibatches) -> int:
+    """The annealing denominator of a run whose rollouts have `sizes` transitions."""
+    cfg = validate_ippo_config({"n_epochs": n_epochs, "n_minibatches": n_minibatches})
+    return sum(steps_per_update(size, cfg) for size in sizes)
 
 
 def test_lr_annealing_counts_exact_optimizer_applications(cost_run):

@@ -15,7 +15,7 @@ from ..common.config import RolloutBudget, RolloutConfig, cfg_field
 from ..ppo.config import PPOLossConfig
 
 __all__ = ["IPPOConfig", "IPPOLagrangianConfig", "validate_ippo_config", "IPPOTrainConfig",
-           "IPPOLagrangianTrainConfig", "algorithm_config"]
+           "IPPOLagrangianTrainConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +23,8 @@ class IPPOConfig(PPOLossConfig, RolloutConfig):
     """IPPO hyper-parameters (per agent; every agent has its own networks and optimiser).
 
     A rollout is `n_steps` parallel-environment steps (each gives one transition per agent) in each
-    of `n_envs` environments. The Python trainer steps one PettingZoo ParallelEnv (``n_envs = 1``);
-    the compiled trainer runs `n_envs` copies of a functional multi-agent core.
+    of `n_envs` environments. `IPPO.train` steps one PettingZoo ParallelEnv (``n_envs = 1``); the
+    trainer compiles `n_envs` copies of a functional multi-agent core.
     """
 
     n_envs: int = cfg_field(1, "pos_int", "parallel environments (1 for a PettingZoo ParallelEnv)")
@@ -78,8 +78,7 @@ def validate_ippo_config(cfg: Mapping | IPPOConfig | None = None, *,
 # run/trainer.py runs every algorithm from one config object that also carries the budget
 # (``total_steps``), as PPO's and TRPO's do. IPPO's own API keeps the budget out of the config
 # (``IPPO(cfg, seed).train(env, timesteps)``), so the trainer's configs are subclasses that add it;
-# `algorithm_config` strips it again for the compiled programs, whose shapes do not depend on it
-# (a resume that extends the budget reuses the compiled update).
+# nothing but the trainer's loop reads it.
 _TOTAL_STEPS = cfg_field(20_000, "pos_int",
                          "environment steps to train for (compiled: rounded down to whole updates)")
 
@@ -97,12 +96,3 @@ class IPPOLagrangianTrainConfig(RolloutBudget, IPPOLagrangianConfig):
 
     total_steps: int = _TOTAL_STEPS
 
-
-def algorithm_config(cfg: IPPOConfig) -> IPPOConfig:
-    """The algorithm's own config (`IPPOConfig` / `IPPOLagrangianConfig`) without the budget."""
-    if isinstance(cfg, (IPPOTrainConfig, IPPOLagrangianTrainConfig)):
-        base = IPPOLagrangianConfig if isinstance(cfg, IPPOLagrangianConfig) else IPPOConfig
-        d = cfg.to_dict()
-        d.pop("total_steps")
-        return base(**d)
-    return cfg

@@ -26,7 +26,7 @@ from .config import IPPOConfig
 from .losses import lagrangian_advantage
 
 __all__ = ["init_agent_params", "init_group_state", "learn_groups", "make_agent_learn",
-           "make_group_learn", "minibatch_count", "optimizer_applications", "steps_per_update"]
+           "make_group_learn", "minibatch_count", "steps_per_update"]
 
 
 def minibatch_count(batch_size: int, requested: int) -> int:
@@ -42,16 +42,11 @@ def minibatch_count(batch_size: int, requested: int) -> int:
 
 
 def steps_per_update(size: int, cfg: IPPOConfig) -> int:
-    """Optimiser applications of one update over `size` transitions."""
-    return cfg.n_epochs * minibatch_count(size, cfg.n_minibatches)
+    """Optimiser applications of one update over `size` transitions.
 
-
-def optimizer_applications(rollout_sizes, n_epochs: int, n_minibatches: int) -> int:
-    """Exact number of optimiser steps of a run whose rollouts have the given transition counts.
-
-    It is the denominator of the learning-rate annealing.
+    Their sum over a run's rollouts is the denominator of the learning-rate annealing.
     """
-    return sum(n_epochs * minibatch_count(int(n), n_minibatches) for n in rollout_sizes)
+    return cfg.n_epochs * minibatch_count(size, cfg.n_minibatches)
 
 
 def init_agent_params(model, key: jax.Array, lagrangian: bool) -> dict:

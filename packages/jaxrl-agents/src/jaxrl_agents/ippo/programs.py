@@ -5,7 +5,7 @@ One update is PPO's: `common.rollout.collect` over the agent axis (`agent_axis.A
 (`learn.make_group_learn`). IPPO-Lagrangian first takes the dual step (`losses.dual_step`: once per
 update, only where an episode completed, against the completed undiscounted episodic cost).
 Evaluation is `common.evaluation.evaluate_episode` over the same views. `run.algorithms` compiles
-these programs over a leading seed axis; `IPPO.train` runs them for one seed.
+these programs over a leading seed axis.
 
 Partial episodes carry across updates (`IPPOState.ep_return`, ``ep_cost``); an environment's episode
 ends when any agent's does, which cuts every agent's trace there.
@@ -13,7 +13,6 @@ ends when any agent's does, which cuts every agent's trace there.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -26,7 +25,7 @@ from .agent_axis import AgentAxis, JointEnv, core_spaces, group_agents, params_b
 from .learn import init_group_state, learn_groups, make_group_learn, steps_per_update
 from .losses import dual_step
 
-__all__ = ["IPPOState", "Programs", "programs", "group_params", "agent_params", "history_row"]
+__all__ = ["IPPOState", "Programs", "programs", "group_params", "agent_params"]
 
 
 class IPPOState(NamedTuple):
@@ -105,11 +104,10 @@ class Programs(NamedTuple):
         apps_per_update: optimiser applications per update.
         init: (seed_key, params_env) -> `IPPOState` (eager; the key splits as the ParallelEnv
             path's, so a seed gives the same initial networks).
-        update: (state, params_env, total_apps) -> (state, stats {name: (A,)}); jitted, the state
-            donated.
-        update_fn, evaluate_fn: the update un-jitted and the evaluation
-            ``(IPPOState.params["actor"], params_env, key) -> episode``, for callers that vmap or
-            map them over seeds.
+        update: (state, params_env, total_apps) -> (state, stats {name: (A,)}).
+        evaluate: ``(IPPOState.params["actor"], params_env, key) -> episode``.
+
+        update and evaluate are not jitted: the trainer maps or vmaps them over seeds first.
     """
 
     agent_spaces: dict
@@ -117,16 +115,13 @@ class Programs(NamedTuple):
     apps_per_update: int
     init: Any
     update: Any
-    update_fn: Any
-    evaluate_fn: Any
+    evaluate: Any
 
 
-@functools.lru_cache(maxsize=16)
 def programs(core, cfg, lagrangian: bool) -> Programs:
-    """The programs of one seed (`Programs`), cached per (core, config, algorithm).
+    """The programs of one seed (`Programs`) of a functional multi-agent core.
 
-    Compiling is the expensive part, and the core and config are hashable (frozen dataclasses).
-    `cfg` is the algorithm's config without the run budget (`config.algorithm_config`). The stats
+    `cfg` is the algorithm's config (the trainer's, whose budget it does not read). The stats
     of ``update`` are per agent ``(A,)``: the learning step's, mean_reward, mean_cost, episodes,
     episode_return and, for IPPO-Lagrangian, the dual step's diagnostics.
     """
@@ -218,25 +213,7 @@ def programs(core, cfg, lagrangian: bool) -> Programs:
             axis=1)
         return episode
 
-    return Programs(agent_spaces, groups, apps_per_update, init, jax.jit(update, donate_argnums=0),
-                    update, evaluate)
-
-
-def history_row(agents, stats: dict) -> dict:
-    """Per-agent python scalars of one update's stats ``{name: (A,)}`` (flags as bool, counts as int).
-
-    They are the rows of `IPPOResult.history`.
-    """
-    row = {}
-    for j, a in enumerate(agents):
-        r = {k: float(v[j]) for k, v in stats.items()}
-        if "dual_update_applied" in r:
-            r["dual_update_applied"] = bool(r["dual_update_applied"])
-        for k in ("episodes", "completed_episodes"):
-            if k in r:
-                r[k] = int(r[k])
-        row[a] = r
-    return row
+    return Programs(agent_spaces, groups, apps_per_update, init, update, evaluate)
 
 
 def agent_params(prog: Programs, params: dict) -> dict:

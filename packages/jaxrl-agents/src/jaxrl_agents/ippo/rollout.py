@@ -29,13 +29,17 @@ class ActionRewriteError(RuntimeError):
     """The environment executed a different action than the policy proposed."""
 
 
-def check_parallel_env(env) -> list:
-    """Check that `env` is a PettingZoo ParallelEnv with unique agent ids; return possible_agents."""
+def check_parallel_env(env, hint: str = "") -> list:
+    """Check that `env` is a PettingZoo ParallelEnv with unique agent ids; return possible_agents.
+
+    `hint` ends the message of an env of another kind (where that kind can go instead).
+    """
     from pettingzoo import ParallelEnv
 
     if not isinstance(env, ParallelEnv):
         raise ValueError(f"env: expected a pettingzoo.ParallelEnv (AEC envs: wrap them with "
-                         f"pettingzoo.utils.aec_to_parallel), got {type(env).__name__}")
+                         f"pettingzoo.utils.aec_to_parallel), got {type(env).__name__}"
+                         + (f"; {hint}" if hint else ""))
     agents = getattr(env, "possible_agents", None)
     if agents is None or isinstance(agents, (str, bytes)):
         raise ValueError(f"env.possible_agents: expected a non-empty list of agent ids, got {agents!r}")

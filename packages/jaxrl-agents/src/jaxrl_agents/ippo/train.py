@@ -1,6 +1,8 @@
-"""IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv.
+"""IPPO: independent PPO learners, one per agent, on a PettingZoo ParallelEnv stepped from Python.
 
-Or on a functional multi-agent core, through the compiled programs the trainer runs (programs.py).
+A functional multi-agent core trains through the one trainer instead (``jaxrl_agents.train("ippo",
+core, ...)``, `run.session.Session`, ``jaxrl-train --algo ippo``): compiled with the update over
+``n_envs`` copies, with a run directory, checkpoints and resume (programs.py).
 
 Each agent has its own actor, critic and Adam state: nothing is shared. Agents whose spaces give the
 same network definition are *computed* together (their parameters stacked and the update vmapped),
@@ -10,7 +12,7 @@ environment steps, then update every agent on its own transitions (learn.make_gr
 Budget: ``train(env, timesteps)`` takes `timesteps` environment steps (each gives one transition per
 agent). The last rollout is shortened to end exactly at the budget, and the learning-rate annealing
 divides by the exact number of optimiser applications of the whole run, including that short
-rollout and any reduced minibatch count (learn.optimizer_applications).
+rollout and any reduced minibatch count (learn.steps_per_update).
 """
 
 from __future__ import annotations
@@ -22,19 +24,16 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .agent_axis import group_agents, params_by_agent
 from .config import IPPOConfig, validate_ippo_config
-from .learn import init_group_state, learn_groups, make_group_learn, optimizer_applications, steps_per_update
+from .learn import init_group_state, learn_groups, make_group_learn, steps_per_update
 from .losses import dual_step
-from .programs import agent_params, history_row, programs
 from .rollout import ParallelRunner, check_parallel_env
 from .spaces import AgentSpaces, agent_policies
 
-__all__ = ["IPPO", "IPPO_Lagrangian", "IPPOResult", "TrainResult", "check_budget", "functional_core",
-           "is_functional_marl_env"]
+__all__ = ["IPPO", "IPPO_Lagrangian", "IPPOResult", "TrainResult", "check_budget", "history_row"]
 
 
 @dataclasses.dataclass
@@ -73,29 +72,33 @@ def check_budget(timesteps) -> int:
     return int(timesteps)
 
 
-def is_functional_marl_env(env) -> bool:
-    """Whether `env` offers the functional multi-agent core (pure reset / step_autoreset)."""
-    from pettingzoo import ParallelEnv
-
-    return (not isinstance(env, ParallelEnv) and callable(getattr(env, "reset", None))
-            and callable(getattr(env, "step_autoreset", None)) and hasattr(env, "agents")
-            and hasattr(env, "default_params"))
-
-
-def functional_core(env, n_envs: int):
-    """The functional multi-agent core to compile for `env`, or None (a ParallelEnv for Python).
-
-    `env` itself if it is one; a ParallelEnv exposing its core as ``env.core`` is trained on that
-    core when ``n_envs > 1``.
-    """
-    core = getattr(env, "core", None) if n_envs > 1 else None
-    return next((c for c in (core, env) if is_functional_marl_env(c)), None)
-
-
 @functools.lru_cache(maxsize=32)
 def _compiled_group_update(model, cfg: IPPOConfig, lagrangian: bool):
     """The jitted `learn.make_group_learn` (PPO's learning step vmapped over a group's agents)."""
     return jax.jit(make_group_learn(model, cfg, lagrangian))
+
+
+# Where a functional multi-agent core (or many compiled environments) goes instead.
+_COMPILED_HINT = ("a functional multi-agent core (or a ParallelEnv exposing one as env.core) trains "
+                  "compiled over n_envs environments through jaxrl_agents.train('ippo', env, ...) "
+                  "or jaxrl-train --algo ippo")
+
+
+def history_row(agents, stats: dict) -> dict:
+    """Per-agent python scalars of one update's stats ``{name: (A,)}`` (flags as bool, counts as int).
+
+    They are the rows of `IPPOResult.history`.
+    """
+    row = {}
+    for j, a in enumerate(agents):
+        r = {k: float(v[j]) for k, v in stats.items()}
+        if "dual_update_applied" in r:
+            r["dual_update_applied"] = bool(r["dual_update_applied"])
+        for k in ("episodes", "completed_episodes"):
+            if k in r:
+                r[k] = int(r[k])
+        row[a] = r
+    return row
 
 
 def _mean_or_nan(xs) -> float:
@@ -127,10 +130,7 @@ class IPPO:
         """Train every agent for `timesteps` environment steps.
 
         Args:
-            env: a PettingZoo ``ParallelEnv`` (stepped from Python, ``n_envs`` must be 1) or a
-                functional multi-agent core (compiled with the update, ``n_envs`` copies); a
-                ParallelEnv exposing its functional core as ``env.core`` is trained on that core
-                when ``n_envs > 1``.
+            env: a PettingZoo ``ParallelEnv``, stepped from Python (``n_envs`` must be 1).
             timesteps: positive integer budget of environment steps.
             progress_callback: called as ``progress_callback(completed_steps, total_steps)`` once
                 per rollout/update cycle.
@@ -143,16 +143,10 @@ class IPPO:
             raise ValueError(f"progress_callback: expected a callable or None, got "
                              f"{type(progress_callback).__name__}")
         cfg = self.cfg
-        core = functional_core(env, cfg.n_envs)
-        if core is not None:
-            with jax.enable_x64(True):  # as the trainer: the physics is float64 (design.md)
-                return self._train_core(core, timesteps, progress_callback)
-        agents = check_parallel_env(env)
+        agents = check_parallel_env(env, _COMPILED_HINT)
         if cfg.n_envs != 1:
-            raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv without a functional "
-                             f"core (one environment stepped from Python), got {cfg.n_envs}; pass a "
-                             f"functional multi-agent core (or an env exposing it as env.core) to "
-                             f"run many environments compiled")
+            raise ValueError(f"n_envs: expected 1 for a PettingZoo ParallelEnv stepped from Python, "
+                             f"got {cfg.n_envs}; {_COMPILED_HINT}")
         spaces_ = {a: AgentSpaces.build(a, env.observation_space(a), env.action_space(a),
                                         cfg.hidden, cfg.activation) for a in agents}
         groups = group_agents(spaces_)
@@ -164,7 +158,7 @@ class IPPO:
         sizes = [cfg.n_steps] * (timesteps // cfg.n_steps)
         if timesteps % cfg.n_steps:
             sizes.append(timesteps % cfg.n_steps)
-        total_apps = optimizer_applications(sizes, cfg.n_epochs, cfg.n_minibatches)
+        total_apps = sum(steps_per_update(size, cfg) for size in sizes)
         runner = ParallelRunner(env, spaces_, groups, self.seed)
         history, step, apps = [], 0, 0
         for i, size in enumerate(sizes):
@@ -193,33 +187,7 @@ class IPPO:
             if progress_callback is not None:
                 progress_callback(step, timesteps)
         assert apps == total_apps  # the annealing denominator counted exactly these steps
-        return self._result(jax.device_get(params_by_agent(groups, group_params)), spaces_, history,
-                            timesteps, lam, agents)
-
-    def _train_core(self, core, timesteps, progress_callback) -> IPPOResult:
-        """The trainer's programs (`programs.programs`) for one seed; whole updates only."""
-        cfg = self.cfg
-        per_update = cfg.n_envs * cfg.n_steps
-        n_updates = timesteps // per_update
-        if n_updates < 1:
-            raise ValueError(f"timesteps: the compiled path runs whole updates of n_envs * n_steps "
-                             f"= {per_update} environment steps; expected at least that, got "
-                             f"{timesteps}")
-        prog = programs(core, cfg, self.lagrangian)
-        agents = list(prog.agent_spaces)
-        state = prog.init(jax.random.PRNGKey(self.seed), core.default_params)
-        total_apps = jnp.int32(n_updates * prog.apps_per_update)
-        history = []
-        for i in range(n_updates):
-            state, stats = prog.update(state, core.default_params, total_apps)
-            history.append({"step": (i + 1) * per_update,
-                            "agents": history_row(agents, jax.device_get(stats))})
-            if progress_callback is not None:
-                progress_callback((i + 1) * per_update, n_updates * per_update)
-        return self._result(agent_params(prog, jax.device_get(state.params)), prog.agent_spaces,
-                            history, n_updates * per_update, np.asarray(state.lam), agents)
-
-    def _result(self, params, spaces_, history, timesteps, lam, agents) -> IPPOResult:
+        params = jax.device_get(params_by_agent(groups, group_params))
         meta = {"algo": self.algo_name, "seed": self.seed, "step": timesteps}
         lams = {a: float(lam[i]) for i, a in enumerate(agents)} if self.lagrangian else {}
         return IPPOResult(agent_policies(spaces_, params, meta), params, history, timesteps, lams)

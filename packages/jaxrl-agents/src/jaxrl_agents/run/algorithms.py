@@ -181,7 +181,7 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
     are flattened to ``"<agent>/<name>"`` columns, plus the per-seed `FINITE_STAT`.
     """
     lagrangian = name == "ippo_lagrangian"
-    prog = ippo_programs.programs(env, ippo_config.algorithm_config(cfg), lagrangian)
+    prog = ippo_programs.programs(env, cfg, lagrangian)
     agents = list(prog.agent_spaces)
     total_apps = cfg.n_updates * prog.apps_per_update
 
@@ -190,7 +190,7 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
         return stack_trees(states)
 
     def _update(states, env_params, total):
-        states, stats = jax.lax.map(lambda s: prog.update_fn(s, env_params, total), states)
+        states, stats = jax.lax.map(lambda s: prog.update(s, env_params, total), states)
         losses = {k: v for k, v in stats.items() if k not in _IPPO_ROLLOUT_STATS}
         flat = {f"{a}/{k}": v[:, j] for k, v in stats.items() for j, a in enumerate(agents)}
         flat[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
@@ -199,10 +199,11 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
     _update = jax.jit(_update, donate_argnums=0)
 
     def update(states, env_params):
-        # The annealing denominator stays a traced argument, as in IPPO.train on a core.
+        # The annealing denominator stays a traced argument: the program earlier runs trained (and
+        # now resume) with, bit for bit.
         return _update(states, env_params, jnp.int32(total_apps))
 
-    evaluate = jax.jit(jax.vmap(prog.evaluate_fn, in_axes=(0, None, None)))
+    evaluate = jax.jit(jax.vmap(prog.evaluate, in_axes=(0, None, None)))
 
     def policies(params, meta):
         return agent_policies(prog.agent_spaces, ippo_programs.agent_params(prog, params), meta)
@@ -238,19 +239,26 @@ def _single_agent_env(env, env_options: dict, cfg) -> tuple[str | None, Any]:
     return None, env
 
 
+def _is_functional_marl_env(env) -> bool:
+    """Whether `env` offers the functional multi-agent core (pure reset / step_autoreset)."""
+    from pettingzoo import ParallelEnv
+
+    return (not isinstance(env, ParallelEnv) and callable(getattr(env, "reset", None))
+            and callable(getattr(env, "step_autoreset", None)) and hasattr(env, "agents")
+            and hasattr(env, "default_params"))
+
+
 def _ippo_env(env, env_options, cfg):
     """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
 
-    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python.
-
-    A ParallelEnv exposing its functional core as ``env.core`` is trained on that core when
-    ``n_envs > 1``, as `IPPO.train` does.
+    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python
+    (`run.ippo_parallel`). A ParallelEnv exposing its functional core as ``env.core`` is trained on
+    that core when ``n_envs > 1``.
     """
-    from ..ippo.train import functional_core
-
     spec = env if isinstance(env, str) else None
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
-    core = functional_core(obj, cfg.n_envs)
+    core = getattr(obj, "core", None) if cfg.n_envs > 1 else None
+    core = next((c for c in (core, obj) if _is_functional_marl_env(c)), None)
     if core is not None:
         check_env(core)
     return spec, core

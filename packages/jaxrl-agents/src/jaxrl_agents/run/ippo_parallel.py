@@ -27,7 +27,6 @@ import jax
 from ..common.envs import load_env
 from ..common.fileio import atomic_write_json, lock_directory
 from ..ippo import IPPO, IPPO_Lagrangian
-from ..ippo.config import algorithm_config
 from ..ippo.rollout import check_parallel_env
 from .records import fmt
 from .results import TrainResult
@@ -106,8 +105,7 @@ def train_parallel(plan) -> TrainResult:
                          f"so its seeds cannot be trained together; expected one seed, got "
                          f"{list(plan.seeds)} (run one command per seed, or use a functional core)")
     cfg, (seed,) = plan.cfg, plan.seeds
-    trainer = (IPPO_Lagrangian if plan.algo == "ippo_lagrangian" else IPPO)(algorithm_config(cfg),
-                                                                            seed)
+    trainer = (IPPO_Lagrangian if plan.algo == "ippo_lagrangian" else IPPO)(cfg, seed)
     record = run_record(plan.algo, plan.env_spec, plan.env_options, env, cfg, plan.seeds, plan.tag,
                         plan.out, plan.argv)
     # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
