@@ -380,3 +380,45 @@ def test_times_to_a_threshold_count_the_failed_attempts_before_the_run():
     got = _thresholds(rows, "eval_JT_min", {"steps": 2048, "wall_s": 10.25, "attempts": []})
     assert got == {"1e-02": {"steps": 1024 + 2048, "wall_s": 4.5 + 10.25}, "1e-03": None,
                    "1e-04": None}
+
+
+class _StoppingChild:
+    """A stand-in for the training process: `wait` answers with the scripted outcomes in turn."""
+
+    def __init__(self, *outcomes):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def send_signal(self, sig):
+        self.calls.append(("signal", sig))
+
+    def wait(self, timeout=None):
+        self.calls.append(("wait", timeout))
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def terminate(self):
+        self.calls.append(("terminate", None))
+
+
+def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it():
+    """`uv run` forwards the SIGTERM `kill` sent to the campaign to the run as well: the campaign's
+    wait is interrupted once more, and it must go on waiting (no terminate, no exception) so the
+    run ends on its own and is summarised."""
+    import signal
+
+    from scripts.campaign import runner
+
+    child = _StoppingChild(KeyboardInterrupt(), 0)
+    try:
+        runner._stop(child)
+    except KeyboardInterrupt:  # caught here: pytest would take it for the user's Ctrl-C
+        pytest.fail("the second signal aborted the wait for the stopping run")
+    assert child.calls[0] == ("signal", signal.SIGINT)
+    assert [c[0] for c in child.calls] == ["signal", "wait", "wait"]
+    assert 0 < child.calls[2][1] <= runner.STOP_GRACE_S  # the same grace period, not a fresh one
+
+    slow = _StoppingChild(subprocess.TimeoutExpired("jaxrl-train", runner.STOP_GRACE_S), 0)
+    runner._stop(slow)  # past the grace period: terminated, then reaped
+    assert [c[0] for c in slow.calls] == ["signal", "wait", "terminate", "wait"]
