@@ -52,10 +52,19 @@ def load_summaries(campaign) -> dict[str, list[dict]]:
             with open(path) as handle:
                 s = json.load(handle)
             s["_dir"] = os.path.dirname(path)
+            # The campaign seed is the file's (s<seed>.json): a restarted seed's run trains with
+            # seed + 1000 n (its summary's "seed"), and its fine-tunes keep the campaign seed.
+            s.setdefault("_seed", int(os.path.basename(path)[1:-len(".json")]))
             runs.append(s)
         if runs:
-            out[entry.name] = sorted(runs, key=lambda s: s["seed"])
+            out[entry.name] = sorted(runs, key=lambda s: s["_seed"])
     return out
+
+
+def _seed_label(s: dict) -> str:
+    """The campaign seed, and the training seed where a restart changed it (``14 (run seed 2014)``)."""
+    seed = s.get("_seed", s["seed"])
+    return str(seed) if seed == s["seed"] else f"{seed} (run seed {s['seed']})"
 
 
 def _e(x) -> str:
@@ -109,9 +118,9 @@ def link_sources(summaries: dict[str, list[dict]], init_from: dict[str, str | No
     name): a source summary of another run of that seed says nothing about this chain.
     """
     for key, runs in summaries.items():
-        by_seed = {s["seed"]: s for s in summaries.get(init_from.get(key) or "", [])}
+        by_seed = {s.get("_seed", s["seed"]): s for s in summaries.get(init_from.get(key) or "", [])}
         for s in runs:
-            source = by_seed.get(s["seed"])
+            source = by_seed.get(s.get("_seed", s["seed"]))
             if source is not None and (s.get("init_from") or {}).get("run") == source.get("run"):
                 s["_source"] = source
 
@@ -122,7 +131,7 @@ def _seed_table(name: str, runs: list[dict], rel) -> list[str]:
              "|" + " --- |" * (8 + len(THRESHOLDS))]
     for s in runs:
         best = s.get("best") or {}
-        cells = [str(s["seed"]), s["status"], f"{_steps(s['steps_done'])} of {_steps(s['budget'])}",
+        cells = [_seed_label(s), s["status"], f"{_steps(s['steps_done'])} of {_steps(s['budget'])}",
                  _link(s, "best", rel), _e(best.get("one_minus_U")), _link(s, "short", rel)]
         for t in THRESHOLDS:
             steps, wall = _to(s, t)
@@ -307,7 +316,7 @@ def _aims(summaries: dict, rel) -> list[str]:
         jt, key, s = min(shorts, key=lambda x: x[0])
         verdict = "met" if jt < AIM_JT else "not yet"
         lines.append(f"| pure-RL gate with J_T < {AIM_JT:.1e} at <= {PAPER_GATE_NS:g} ns (paper: "
-                     f"{PAPER_JT:.3e}) | {verdict}: {_link(s, 'short', rel)} ({key} seed {s['seed']}) |")
+                     f"{PAPER_JT:.3e}) | {verdict}: {_link(s, 'short', rel)} ({key} seed {_seed_label(s)}) |")
     for key, runs in summaries.items():
         best = [s["best"]["JT_repropagated"] for s in runs if s.get("best")]
         times = [_to(s, 1e-4)[1] for s in runs]
@@ -335,7 +344,7 @@ def _aims(summaries: dict, rel) -> list[str]:
             verdict = ("met" if r["median_JT"] < bar[0] and r["worst_JT"] < bar[1] else "not yet") \
                 + f" (paper pulse {_e(bar[0])} / {_e(bar[1])}): "
         lines.append(f"| domain-randomised policy beating the paper pulse on the recool 11 x 11 grid "
-                     f"(median / worst) | {verdict}{s['entry']} seed {s['seed']}: "
+                     f"(median / worst) | {verdict}{s['entry']} seed {_seed_label(s)}: "
                      f"{_e(r['median_JT'])} / {_e(r['worst_JT'])} (see the maps below) |")
     return lines + [""]
 
@@ -347,7 +356,7 @@ def _diagnostics(summaries: dict) -> list[str]:
     for key, runs in summaries.items():
         for s in runs:
             d = s.get("diagnostics", {})
-            lines.append(f"| {key} seed {s['seed']} | "
+            lines.append(f"| {key} seed {_seed_label(s)} | "
                          + " | ".join(f"{d[k]:.3g}" if d.get(k) is not None else "-" for k in keys) + " |")
     return lines + [""]
 
@@ -400,7 +409,7 @@ def _robustness_section(summaries: dict, figures: str, rel) -> list[str]:
              "| policy | gate time (ns) | nominal J_T | median J_T | worst J_T |", "| --- | --- | --- | --- | --- |"]
     for s in mapped:
         r = s["robustness"]
-        lines.append(f"| {s['entry']} seed {s['seed']} | {r['gate_time_ns']:.2f} | {_e(r['nominal_JT'])} | "
+        lines.append(f"| {s['entry']} seed {_seed_label(s)} | {r['gate_time_ns']:.2f} | {_e(r['nominal_JT'])} | "
                      f"{_e(r['median_JT'])} | {_e(r['worst_JT'])} |")
     jt = paper.jt_at_gate_time
     lines.append(f"| paper RL pulse (stored, open loop) | {PAPER_GATE_NS:.2f} | "

@@ -333,6 +333,33 @@ def test_a_chain_reaches_a_threshold_when_its_first_run_does():
     assert _to(other["c/ft"][0], 1e-4) == (520, 55.0)
 
 
+def test_a_restarted_seed_stays_its_campaign_seed_on_the_page(tmp_path):
+    """A seed whose run restarted trains with seed + 1000 n (its summary's "seed"), while its
+    fine-tunes keep the campaign seed: the page keys both by the file's seed, so the chain links
+    and reaches 1e-4 when its first run did (before, seed 2014 and seed 14 never matched and the
+    fine-tune's time counted the whole source run)."""
+    from scripts.campaign.page import _seed_label, _to, link_sources, load_summaries
+
+    start = {"run": "src-14", "step": 500, "wall_s": 50.0}
+    for entry, summary in (("src", _toy_summary("src-14", 2014, (100, 10.0))),
+                           ("ft", _toy_summary("ft-14", 14, (20, 5.0), start))):
+        (tmp_path / entry).mkdir()
+        (tmp_path / entry / "s14.json").write_text(json.dumps(summary))
+
+    class Entry:
+        def __init__(self, name):
+            self.name = name
+
+    class Campaign:
+        summaries, entries = str(tmp_path), [Entry("src"), Entry("ft")]
+
+    summaries = load_summaries(Campaign())
+    link_sources(summaries, {"src": None, "ft": "src"})
+    (src,), (ft,) = summaries["src"], summaries["ft"]
+    assert _to(ft, 1e-4) == (100, 10.0)
+    assert _seed_label(src) == "14 (run seed 2014)" and _seed_label(ft) == "14"
+
+
 # The mini campaign's first entry with an early test in place of its robustness map.
 RESTARTED = "[[entry]]".join(MINI.split("[[entry]]")[:2]).replace(
     "robustness = true", "restart = { below = 1e-12, within_steps = 512, attempts = 2 }")
