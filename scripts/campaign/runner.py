@@ -276,12 +276,11 @@ def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
         run_dir = None if decided else find_run_dir(parent)
         if run_dir is None:
             return False
-        if _restart_now(entry, run_dir):
-            return True
         rule = entry.restart
-        decided = (len(attempt_dirs(parent)) >= rule.attempts - 1
-                   or attempt_verdict(run_dir, rule.below, rule.within_steps) == "pass")
-        return False
+        verdict = attempt_verdict(run_dir, rule.below, rule.within_steps)  # reads progress.csv once
+        attempts_left = len(attempt_dirs(parent)) < rule.attempts - 1
+        decided = not attempts_left or verdict == "pass"
+        return attempts_left and verdict == "fail"
 
     return failed
 
