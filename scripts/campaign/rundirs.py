@@ -11,10 +11,13 @@ from jaxrl_agents.run.checkpoint import read_checkpoint
 from jaxrl_agents.run.run_files import CHECKPOINT, PROGRESS_CSV, RUN_CONFIG, read_run_config
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
-           "ATTEMPT_MARK", "attempt_dirs", "attempt_verdict", "restart_overhead"]
+           "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",
+           "restart_overhead"]
 
 #: A failed attempt of a restarted seed is renamed ``<run>.attempt-<n>`` in its folder (kept).
 ATTEMPT_MARK = ".attempt-"
+#: A run that died before its first checkpoint is renamed ``<run>.incomplete-<n>`` (kept).
+INCOMPLETE_MARK = ".incomplete-"
 
 
 def to_float(text) -> float:
@@ -46,7 +49,7 @@ def find_run_dir(parent: str) -> str | None:
         return None
     found = sorted(e.path for e in os.scandir(parent)
                    if e.is_dir() and os.path.isfile(os.path.join(e.path, RUN_CONFIG))
-                   and ".incomplete-" not in e.name and ATTEMPT_MARK not in e.name)
+                   and INCOMPLETE_MARK not in e.name and ATTEMPT_MARK not in e.name)
     if len(found) > 1:
         raise ValueError(f"{parent}: expected one run directory, found {len(found)} "
                          f"({', '.join(map(os.path.basename, found))}); move the extra ones away")
@@ -72,6 +75,18 @@ def attempt_dirs(parent: str) -> list[str]:
         return []
     found = [e.path for e in os.scandir(parent) if e.is_dir() and ATTEMPT_MARK in e.name]
     return sorted(found, key=lambda p: int(p.rsplit(ATTEMPT_MARK, 1)[1]))
+
+
+def set_aside_dirs(parent: str) -> list[str]:
+    """Every run set aside in `parent`, failed attempts and never-checkpointed runs alike.
+
+    A folder holding any of them has this machine's history of the run, so a committed summary
+    of it does not stand for a run directory that lives elsewhere.
+    """
+    if not os.path.isdir(parent):
+        return []
+    return sorted(e.path for e in os.scandir(parent)
+                  if e.is_dir() and (INCOMPLETE_MARK in e.name or ATTEMPT_MARK in e.name))
 
 
 def attempt_verdict(run_dir: str, below: float, within_steps: int) -> str:

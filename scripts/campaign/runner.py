@@ -36,7 +36,8 @@ from jaxrl_agents.common.fileio import DirectoryLockedError, lock_directory
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.run_files import RUN_CONFIG, read_run_config
 
-from .rundirs import ATTEMPT_MARK, attempt_dirs, attempt_verdict, find_run_dir, run_status
+from .rundirs import (ATTEMPT_MARK, INCOMPLETE_MARK, attempt_dirs, attempt_verdict, find_run_dir,
+                      run_status, set_aside_dirs)
 from .spec import Campaign, Entry
 from .summary import summary_paths, write_summary
 
@@ -64,7 +65,7 @@ def _wait_while_in_use(run_dir: str, deadline: float | None, label: str) -> bool
     return True
 
 
-def _set_aside(run_dir: str, mark: str = ".incomplete-", first: int = 1) -> str:
+def _set_aside(run_dir: str, mark: str = INCOMPLETE_MARK, first: int = 1) -> str:
     """Rename `run_dir` to ``<run_dir><mark><n>`` and return that path (nothing is deleted).
 
     n is the first free number from `first`: ``.incomplete-1`` ..., or ``.attempt-0`` ... in
@@ -200,7 +201,9 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
                 print(f"campaign: {label}: {run_dir} never reached a checkpoint; moved to "
                       f"{_set_aside(run_dir)}", flush=True)
                 run_dir = None
-        if (run_dir is None and not attempt_dirs(parent)
+        # Only a folder with no run of any kind in it (live or set aside) means the run lives on
+        # another machine; one set aside here (just now, or by an earlier call) starts afresh.
+        if (run_dir is None and not set_aside_dirs(parent)
                 and (committed := _committed_status(campaign, entry, seed))):
             how = ("finished" if committed == "finished" else
                    f"{committed}, and cannot resume without its run directory (remove its summary "

@@ -201,6 +201,43 @@ def test_a_new_machine_keeps_the_committed_summaries(campaign_dir, tmp_path, cap
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "summaries").rglob("*")} == stamps
 
 
+def test_a_summarised_run_that_never_checkpointed_here_starts_afresh(campaign_dir, tmp_path,
+                                                                     monkeypatch, capsys):
+    """A run summarised as "incomplete" whose run directory on this machine died before its first
+    checkpoint is set aside and started again; the committed summary does not make the runner
+    believe the run lives on another machine (it did, once: the seed was skipped for good)."""
+    import shutil
+
+    from scripts.campaign import runner
+
+    root, _, interrupted = campaign_dir
+    shutil.copy(root / "mini.toml", tmp_path / "mini.toml")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        campaign = load_campaign("mini.toml")
+        base = campaign.entries[0]
+        summary = tmp_path / "summaries" / "base" / "s1.json"
+        summary.parent.mkdir(parents=True)
+        summary.write_text(json.dumps({"status": "incomplete"}))
+        dead = tmp_path / campaign.run_parent(base, 1) / "ppo_20260101-000000_s1_base"
+        dead.mkdir(parents=True)
+        shutil.copy(root / interrupted / "config.json", dead / "config.json")
+        calls = []
+        monkeypatch.setattr(runner, "_train", lambda args, *_: (calls.append(args), (0, None))[1])
+        capsys.readouterr()
+        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 0
+        # ... and a later call, with the set-aside run still there and no new one: the same.
+        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 0
+    finally:
+        os.chdir(old)
+    out = capsys.readouterr().out
+    assert "never reached a checkpoint" in out and "skipped" not in out
+    assert len(calls) == 2 and all("--resume" not in args for args in calls)
+    assert [p.name for p in dead.parent.iterdir()] == [dead.name + ".incomplete-1"]
+    assert json.loads(summary.read_text()) == {"status": "incomplete"}  # nothing rewrote it
+
+
 def test_the_code_version_ignores_the_campaign_s_own_summaries(tmp_path):
     """A running campaign rewrites its tracked summaries: that alone does not make the code dirty."""
     from scripts.campaign.summary import code_version
