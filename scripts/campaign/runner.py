@@ -36,8 +36,15 @@ from jaxrl_agents.common.fileio import DirectoryLockedError, lock_directory
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.run_files import RUN_CONFIG, read_run_config
 
-from .rundirs import (ATTEMPT_MARK, INCOMPLETE_MARK, attempt_dirs, attempt_verdict, find_run_dir,
-                      run_status, set_aside_dirs)
+from .rundirs import (
+    ATTEMPT_MARK,
+    INCOMPLETE_MARK,
+    attempt_dirs,
+    attempt_verdict,
+    find_run_dir,
+    run_status,
+    set_aside_dirs,
+)
 from .spec import Campaign, Entry
 from .summary import summary_paths, write_summary
 
