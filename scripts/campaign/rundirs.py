@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.checkpoint import read_checkpoint
 from jaxrl_agents.run.run_files import CHECKPOINT, PROGRESS_CSV, RUN_CONFIG, read_run_config
+from jaxrl_agents.run.run_files import read_progress as read_progress_table
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
            "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",
@@ -29,9 +29,12 @@ def to_float(text) -> float:
 
 
 def read_progress(run_dir: str) -> list[dict[str, str]]:
-    """The rows of a run's progress.csv, as strings."""
-    with open(os.path.join(run_dir, PROGRESS_CSV), newline="") as handle:
-        return list(csv.DictReader(handle))
+    """The rows of a run's progress.csv, as strings, empty cells left out ([] if there is none).
+
+    Raises:
+        ValueError: naming the file, when it is not a progress table (the trainer's own check).
+    """
+    return read_progress_table(os.path.join(run_dir, PROGRESS_CSV))
 
 
 def score_column(rc: dict) -> str:
@@ -123,7 +126,7 @@ def restart_overhead(run_dir: str) -> dict:
         scores = [x for x in scores if not math.isnan(x)]
         attempts.append({"run": os.path.basename(path), "seed": rc["seed"],
                          "steps": int(to_float(rows[-1]["step"])) if rows else 0,
-                         "wall_s": to_float(rows[-1]["wall"]) if rows else 0.0,
+                         "wall_s": to_float(rows[-1].get("wall")) if rows else 0.0,
                          "best_JT": min(scores) if scores else None})
     return {"steps": sum(a["steps"] for a in attempts),
             "wall_s": sum(a["wall_s"] for a in attempts), "attempts": attempts}

@@ -134,13 +134,13 @@ def _thresholds(rows: list[dict], score: str, overhead: dict) -> dict:
         hit = next((r for r in rows if _float(r.get(score)) < threshold), None)
         out[f"{threshold:.0e}"] = None if hit is None else {
             "steps": int(_float(hit["step"])) + overhead["steps"],
-            "wall_s": _float(hit["wall"]) + overhead["wall_s"]}
+            "wall_s": _float(hit.get("wall")) + overhead["wall_s"]}
     return out
 
 
 def _curve(rows: list[dict], score: str) -> dict:
     """The best-so-far evaluation J_T against steps, thinned to at most `CURVE_POINTS` points."""
-    evals = [(int(_float(r["step"])), _float(r[score])) for r in rows
+    evals = [(int(_float(r["step"])), _float(r.get(score))) for r in rows
              if not math.isnan(_float(r.get(score)))]
     if not evals:
         return {"step": [], "best_JT": []}
@@ -191,7 +191,7 @@ def _source(rc: dict) -> dict | None:
         rows = _read_progress(init["path"])
         at = next(r for r in rows if int(_float(r["step"])) == init.get("step"))
         overhead = restart_overhead(init["path"])  # a restarted source's failed attempts
-        out["wall_s"] = _float(at["wall"]) + overhead["wall_s"]
+        out["wall_s"] = _float(at.get("wall")) + overhead["wall_s"]
         if out["step"] is not None:
             out["step"] += overhead["steps"]
     except (OSError, StopIteration):  # the source directory is gone: steps only
@@ -228,7 +228,7 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
     dt = env_cfg["T"] / env_cfg["pulse_length"]
     status, done, budget = run_status(run_dir) if status is None else status
     done = int(_float(rows[-1]["step"])) if rows else 0  # progress may run past the checkpoint
-    wall = _float(rows[-1]["wall"]) if rows else math.nan
+    wall = _float(rows[-1].get("wall")) if rows else math.nan
     late = rows[len(rows) // 2:]
     summary = {
         "format": SUMMARY_FORMAT, "format_version": 1,
@@ -240,8 +240,8 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool,
         "created": rc.get("created"), "steps_done": done, "budget": budget, "wall_s": wall,
         "steps_per_s": done / wall if wall and wall > 0 else None,
         "thresholds": _thresholds(rows, score, overhead), "curve": _curve(rows, score),
-        "diagnostics": {k: statistics.median(_float(r[k]) for r in late)
-                        for k in DIAGNOSTICS if rows and k in rows[0]},
+        "diagnostics": {k: statistics.median(_float(r.get(k)) for r in late)
+                        for k in DIAGNOSTICS if any(k in r for r in rows)},
         "init_from": _source(rc),
     }
     if overhead["attempts"]:  # steps_done, wall_s and the curve are this (the kept) run's own

@@ -436,6 +436,25 @@ def test_the_early_test_reads_the_run_s_own_evaluations(campaign_dir):
     assert attempt_verdict(run, 1e-12, 10**9) == "open"  # the step is not there yet
 
 
+def test_a_cut_progress_table_is_refused_naming_the_file(campaign_dir, tmp_path):
+    """The campaign reads progress.csv with the trainer's own reader: a row cut short (a copy
+    interrupted mid-write) is an error naming the file, not a summary with a shifted column."""
+    import shutil
+
+    from scripts.campaign.rundirs import attempt_verdict, read_progress
+
+    _, _, run = campaign_dir
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    table = copy / "progress.csv"
+    lines = table.read_text().splitlines()
+    assert len(read_progress(str(copy))) == len(lines) - 1
+    table.write_text("\n".join(lines[:-1] + [lines[-1].rsplit(",", 3)[0]]) + "\n")
+    for read in (read_progress, lambda d: attempt_verdict(d, 1e-12, 10**9)):
+        with pytest.raises(ValueError, match=rf"progress\.csv: line {len(lines)} has fewer fields"):
+            read(str(copy))
+
+
 def test_times_to_a_threshold_count_the_failed_attempts_before_the_run():
     from scripts.campaign.summary import _thresholds
 
