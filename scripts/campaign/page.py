@@ -223,7 +223,7 @@ def _robustness_maps(policy: dict, paper, path: str) -> None:
     axis = np.asarray(rob["offsets_mhz"])[::n, 0]
     lo, hi = min(g.min() for g in grids), max(g.max() for g in grids)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    titles = [f"{policy['entry']} seed {policy['seed']}, closed loop: median {rob['median_JT']:.2g}, "
+    titles = [f"{policy['entry']} seed {_seed_label(policy)}, closed loop: median {rob['median_JT']:.2g}, "
               f"worst {rob['worst_JT']:.2g}",
               f"paper RL pulse, open loop: median {np.median(paper.jt_at_gate_time):.2g}, "
               f"worst {np.max(paper.jt_at_gate_time):.2g}"]
