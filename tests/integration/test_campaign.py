@@ -505,3 +505,30 @@ def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it():
     slow = _StoppingChild(subprocess.TimeoutExpired("jaxrl-train", runner.STOP_GRACE_S), 0)
     runner._stop(slow)  # past the grace period: terminated, then reaped
     assert [c[0] for c in slow.calls] == ["signal", "wait", "terminate", "wait"]
+
+
+def test_the_median_aim_is_judged_on_eight_seeds_and_a_never_counts_as_never():
+    from scripts.campaign.page import _aims
+
+    def run(seed, jt, minutes):
+        hit = None if minutes is None else {"steps": 10**6, "wall_s": 60.0 * minutes}
+        return {"seed": seed, "best": {"JT_repropagated": jt}, "thresholds": {"1e-04": hit},
+                "init_from": None}
+
+    jts = [5e-5, 6e-5, 7e-5, 8e-5, 9e-5, 1.1e-4, 1.2e-4, 1.3e-4]  # median 8.5e-5
+    summaries = {
+        # times 10-31 min and two nevers: the median seed's time is (28 + 29) / 2 = 28.5 min
+        "c/good": [run(i, jt, m) for i, (jt, m) in
+                   enumerate(zip(jts, [10, 20, 25, 28, 29, 31, None, None]))],
+        # four seeds never reach 1e-4: the median of the eight times is never, not the others'
+        "c/slow": [run(i, jt, m) for i, (jt, m) in
+                   enumerate(zip(jts, [1, 2, 3, 4, None, None, None, None]))],
+        "c/few": [run(1, 1e-5, 1), run(2, 2e-5, 2)],
+    }
+    rows = [line for line in _aims(summaries, rel=lambda p: p) if line.startswith("| median")]
+    assert len(rows) == 3
+    good, slow, few = rows
+    assert "c/good | met / met: 8 of 8 seeds" in good and "median 8.50e-05" in good
+    assert "reached by 6 of 8" in good and "28.5 min" in good
+    assert "c/slow | met / not yet:" in slow and slow.endswith("wall time to it never |")
+    assert "not judged" in few and "c/few (2)" in few and "c/good" not in few
