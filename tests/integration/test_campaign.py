@@ -166,6 +166,26 @@ def test_the_robustness_map_is_the_policy_closed_loop_on_the_recool_grid(campaig
     assert np.max(np.abs(rob["offsets_mhz"])) == pytest.approx(5.7)
 
 
+def test_the_mapped_policy_is_the_kept_one_that_does_best_on_drawn_devices(campaign_dir):
+    """The map is of whichever kept policy ("best" or "last") has the lower worst J_T on the
+    validation devices, and it is that policy's own map."""
+    from jaxrl_agents import load_policy
+    from quantgate_env import make
+    from quantgate_env.tools.robustness import policy_robustness
+
+    root, campaign, _ = campaign_dir
+    rob = _summary(root, "base")["robustness"]
+    val = rob["validation"]
+    assert set(val) == {"best", "last"} and all(v["count"] == 128 for v in val.values())
+    assert rob["policy"] == min(("best", "last"), key=lambda which: val[which]["worst_JT"])
+    policy = load_policy(find_run_dir(campaign.run_parent(campaign.entries[0], 1)), rob["policy"])
+    again = policy_robustness(lambda obs: policy.act(obs, deterministic=True),
+                              env=make(**{**ENV, "oob_mode": "clip"}), half_width_mhz="recool", n=11)
+    # the same program on the same inputs, on this machine: equal up to nothing but its rounding
+    np.testing.assert_allclose(again.jt_at_gate_time, rob["jt_at_gate_time"], rtol=1e-12)
+    assert again.gate_time == pytest.approx(rob["gate_time_ns"])
+
+
 def test_a_second_run_does_nothing(campaign_dir):
     root, campaign, _ = campaign_dir
     before = sorted(p.relative_to(root) for p in root.rglob("*") if "summaries" not in p.parts)

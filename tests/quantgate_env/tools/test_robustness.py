@@ -7,7 +7,13 @@ import sys
 import numpy as np
 import pytest
 from quantgate_env import load_pulse_csv, nominal_device, rollout_pulse
-from quantgate_env.tools.robustness import detuning_grid, policy_robustness, pulse_robustness
+from quantgate_env.tools.robustness import (
+    detuning_grid,
+    detuning_sample,
+    policy_robustness,
+    policy_validation,
+    pulse_robustness,
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +65,40 @@ def test_policy_map_of_a_replaying_policy_equals_the_pulse_map(rl_pulse):
     pulse_map = pulse_robustness(amps, dt=dt, half_width_mhz=4.0, n=3)
     assert policy_map.gate_time == pytest.approx(pulse_map.gate_time)
     np.testing.assert_allclose(policy_map.jt_at_gate_time, pulse_map.jt_at_gate_time, rtol=1e-9)
+
+
+def test_drawn_devices_start_at_the_nominal_one_and_stay_in_range():
+    devices, offsets = detuning_sample("recool", count=50, seed=3)
+    assert offsets.shape == (51, 2) and np.all(offsets[0] == 0) and np.abs(offsets).max() <= 5.7
+    np.testing.assert_allclose(devices.omega_q[0], nominal_device().omega_q, atol=0)
+    np.testing.assert_allclose(devices.omega_q, nominal_device().omega_q + 1e-3 * offsets, atol=0)
+    assert np.array_equal(detuning_sample("recool", count=50, seed=3)[1], offsets)  # the same seed
+    assert not np.array_equal(detuning_sample("recool", count=50, seed=4)[1], offsets)
+    grid = detuning_grid("recool", n=11)[1]
+    assert not any((np.abs(grid - o).sum(axis=1) == 0).any() for o in offsets[1:])  # none on the grid
+
+
+def test_validation_of_a_replaying_policy_is_the_pulse_on_each_drawn_device(rl_pulse):
+    """Played open loop, the policy's validation is the pulse's J_T at the nominal best time on
+    each drawn device, computed here by independent rollouts."""
+    amps, dt = rl_pulse
+    deltas = np.diff(np.concatenate([[0.0], amps])).reshape(333, 3) / 20.0
+    calls = iter(range(333))
+
+    def replay(obs_batch):
+        return np.broadcast_to(deltas[next(calls)], (obs_batch.shape[0], 3))
+
+    got = policy_validation(replay, half_width_mhz=4.0, count=6, seed=1)
+    _, offsets = detuning_sample(4.0, count=6, seed=1)
+    nominal = rollout_pulse(amps, dt=dt)["JT"]
+    stop = int(np.argmin(nominal[2::3]))  # the env's steps end at samples 3, 6, ...
+    jt = [rollout_pulse(amps, dt=dt, params=nominal_device()._replace(
+        omega_q=nominal_device().omega_q + 1e-3 * o))["JT"][2::3][stop] for o in offsets[1:]]
+    assert got["gate_time_ns"] == pytest.approx(dt * 3 * (stop + 1))
+    assert got["worst_JT"] == pytest.approx(max(jt), rel=1e-9)
+    assert got["median_JT"] == pytest.approx(np.median(jt), rel=1e-9)
+    with pytest.raises(ValueError, match="count: expected an integer from 1"):
+        policy_validation(replay, count=0)
 
 
 def test_policy_map_stops_counting_after_truncation():

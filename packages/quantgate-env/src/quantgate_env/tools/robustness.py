@@ -35,7 +35,8 @@ from ..validation import choice, finite_array, positive_number
 from .files import atomic_open
 from .pulses import pulse_metrics, pulse_plan
 
-__all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "pulse_robustness", "policy_robustness", "resolve_half_width"]
+__all__ = ["MAX_GRID_N", "RobustnessMap", "detuning_grid", "detuning_sample", "pulse_robustness",
+           "policy_robustness", "policy_validation", "resolve_half_width"]
 
 #: Most grid points per axis (odd, so that the centre is the nominal device). Every device of the
 #: grid is evaluated in one vmapped call; at ~0.4 MB per device for a 1000-sample pulse, 101 x 101
@@ -72,8 +73,37 @@ def detuning_grid(half_width_mhz: float | str, n: int = 11, device: DeviceParams
         )
     axis = np.linspace(-hw, hw, n) if n > 1 else np.zeros(1)
     offsets = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
+    return _offset_devices(base, offsets), offsets
+
+
+def detuning_sample(half_width_mhz: float | str, count: int = 128, seed: int = 0,
+                    device: DeviceParams | None = None):
+    """The nominal device, then `count` devices with both qubit offsets uniform in [-hw, hw] MHz.
+
+    A validation set for choosing among policies: drawn, not gridded, so it shares no device with
+    ``detuning_grid`` but the nominal one, and a choice made on it is not made on the grid a map
+    reports.
+
+    Returns:
+        (devices, offsets) as ``detuning_grid``: leaves with a leading (count + 1,) axis, and the
+        (count + 1, 2) offsets (MHz) of (q0, q1); row 0 is the nominal device (offsets 0, 0).
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_GRID_N ** 2:
+        raise ValueError(f"count: expected an integer from 1 to {MAX_GRID_N ** 2} (devices), got {count!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    _, zero = detuning_grid(half_width_mhz, 1, device)  # checks the half-width and the device
+    hw = resolve_half_width(half_width_mhz)
+    drawn = np.random.default_rng(seed).uniform(-hw, hw, size=(count, 2))
+    offsets = np.concatenate([zero, drawn])
+    return _offset_devices(validate_device(nominal_device() if device is None else device, "device"),
+                           offsets), offsets
+
+
+def _offset_devices(base: DeviceParams, offsets: np.ndarray) -> DeviceParams:
+    """`base` repeated once per row of `offsets` (B, 2), its qubit frequencies shifted by them (MHz)."""
     stacked = DeviceParams(*(np.broadcast_to(f, (len(offsets),) + f.shape).copy() for f in base))
-    return stacked._replace(omega_q=stacked.omega_q + 1e-3 * offsets), offsets
+    return stacked._replace(omega_q=stacked.omega_q + 1e-3 * offsets)
 
 
 @dataclasses.dataclass
@@ -214,11 +244,39 @@ def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
     """
     env = make() if env is None else env
     devices, offsets = detuning_grid(half_width_mhz, n)
+    jt, times = _policy_episodes(act, env, devices)
+    stop, at_gate = _at_nominal_best(jt, _nominal_index(offsets))
+    return RobustnessMap(offsets, at_gate, np.nanmin(jt, axis=1), float(times[stop]), n)
+
+
+def policy_validation(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv | None = None,
+                      half_width_mhz: float | str = "recool", count: int = 128,
+                      seed: int = 0) -> dict:
+    """A policy's J_T over the drawn devices of ``detuning_sample``, to choose among policies.
+
+    The same episodes and gate time as ``policy_robustness`` (the nominal device's best step; a
+    device truncated before it counts J_T = 1), on devices drawn rather than gridded.
+
+    Returns:
+        {"gate_time_ns", "median_JT", "worst_JT" (over the `count` drawn devices, the nominal one
+        left out), "count", "seed", "half_width_mhz"}.
+    """
+    env = make() if env is None else env
+    devices, _ = detuning_sample(half_width_mhz, count, seed)
+    jt, times = _policy_episodes(act, env, devices)
+    stop, at_gate = _at_nominal_best(jt, 0)
+    return {"gate_time_ns": float(times[stop]), "median_JT": float(np.median(at_gate[1:])),
+            "worst_JT": float(np.max(at_gate[1:])), "count": count, "seed": seed,
+            "half_width_mhz": resolve_half_width(half_width_mhz)}
+
+
+def _policy_episodes(act, env: GateEnv, devices: DeviceParams) -> tuple[np.ndarray, np.ndarray]:
+    """(J_T (B, steps), NaN once a device's episode was truncated; times (steps,), ns)."""
     step, reset_to = _batched_step(env)
     jts, alive_steps, times = [], [], []
     with x64_scope():
         obs, state = reset_to(devices)
-        alive = np.ones(len(offsets), dtype=bool)
+        alive = np.ones(len(devices.omega_q), dtype=bool)
         for _ in range(env.max_episode_steps):
             action = np.asarray(act(np.asarray(obs, dtype=np.float32)), dtype=np.float64)
             obs, state, reward, term, trunc, info = step(jax.random.PRNGKey(0), state, jnp.asarray(action), env.eval_params)
@@ -226,8 +284,10 @@ def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
             alive_steps.append(alive.copy())
             times.append(float(np.asarray(info["t"])[0]))
             alive &= ~np.asarray(trunc)
-    jt = np.where(np.array(alive_steps), np.array(jts), np.nan).T  # (devices, steps)
-    centre = _nominal_index(offsets)
-    stop = int(np.nanargmin(jt[centre]))
-    at_gate = np.where(np.isnan(jt[:, stop]), 1.0, jt[:, stop])  # truncated before the gate time
-    return RobustnessMap(offsets, at_gate, np.nanmin(jt, axis=1), times[stop], n)
+    return np.where(np.array(alive_steps), np.array(jts), np.nan).T, np.array(times)
+
+
+def _at_nominal_best(jt: np.ndarray, nominal: int) -> tuple[int, np.ndarray]:
+    """(the nominal device's best step, every device's J_T there: 1 where truncated before it)."""
+    stop = int(np.nanargmin(jt[nominal]))
+    return stop, np.where(np.isnan(jt[:, stop]), 1.0, jt[:, stop])
