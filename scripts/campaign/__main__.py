@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--progress", choices=("bar", "lines", "off"), default="lines")
     summ = sub.add_parser("summarize", help="rewrite the summaries of the runs that exist")
     summ.add_argument("campaign")
+    summ.add_argument("--entry", action="append", default=None, metavar="NAME",
+                      help="rewrite only this entry's summaries (repeatable)")
+    summ.add_argument("--seed", action="append", type=int, default=None, metavar="N",
+                      help="rewrite only this seed's summaries (repeatable)")
     page = sub.add_parser("page", help="regenerate the results page from committed summaries")
     page.add_argument("campaign", nargs="+")
     page.add_argument("--out", default="docs/results.md")
@@ -53,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
             from .rundirs import find_run_dir
             from .summary import write_summary
 
+            for name in args.entry or ():
+                campaign.entry(name)  # ValueError naming the choices
             for entry, seed in campaign.schedule():
+                if (args.entry and entry.name not in args.entry) or (args.seed and seed not in args.seed):
+                    continue
                 run_dir = find_run_dir(campaign.run_parent(entry, seed))
                 if run_dir is not None:
                     print(write_summary(campaign, entry, seed, run_dir))

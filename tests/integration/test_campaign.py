@@ -552,3 +552,19 @@ def test_the_median_aim_is_judged_on_eight_seeds_and_a_never_counts_as_never():
     assert "reached by 6 of 8" in good and "28.5 min" in good
     assert "c/slow | met / not yet:" in slow and slow.endswith("wall time to it never |")
     assert "not judged" in few and "c/few (2)" in few and "c/good" not in few
+
+
+def test_summarize_rewrites_only_the_entries_and_seeds_it_is_given(campaign_dir, capsys):
+    from scripts.campaign.__main__ import main
+
+    root, _, _ = campaign_dir
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "summaries").rglob("*.json")}
+    assert main(["summarize", "mini.toml", "--entry", "ft", "--seed", "1"]) == 0
+    changed = {p.relative_to(root).as_posix() for p, t in stamps.items() if p.stat().st_mtime_ns != t}
+    assert changed == {"summaries/ft/s1.json"}
+    after = {p: p.stat().st_mtime_ns for p in stamps}
+    assert main(["summarize", "mini.toml", "--entry", "ft", "--seed", "2"]) == 0  # not its seed
+    assert {p: p.stat().st_mtime_ns for p in stamps} == after
+    capsys.readouterr()
+    assert main(["summarize", "mini.toml", "--entry", "nope"]) == 2
+    assert "expected one of ['base', 'ft'], got 'nope'" in capsys.readouterr().err
