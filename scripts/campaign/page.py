@@ -223,9 +223,9 @@ def _robustness_maps(policy: dict, paper, path: str) -> None:
     axis = np.asarray(rob["offsets_mhz"])[::n, 0]
     lo, hi = min(g.min() for g in grids), max(g.max() for g in grids)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    titles = [f"{policy['entry']} seed {_seed_label(policy)}, closed loop: median {rob['median_JT']:.2g}, "
-              f"worst {rob['worst_JT']:.2g}",
-              f"paper RL pulse, open loop: median {np.median(paper.jt_at_gate_time):.2g}, "
+    titles = [f"{policy['entry']} seed {_seed_label(policy)} ({rob.get('policy', 'best')} policy), "
+              f"closed loop\nmedian {rob['median_JT']:.2g}, worst {rob['worst_JT']:.2g}",
+              f"paper RL pulse, open loop\nmedian {np.median(paper.jt_at_gate_time):.2g}, "
               f"worst {np.max(paper.jt_at_gate_time):.2g}"]
     for ax, grid, title in zip(axes, grids, titles):
         image = ax.imshow(grid.T, origin="lower", extent=[axis[0], axis[-1], axis[0], axis[-1]],
