@@ -80,6 +80,30 @@ def test_the_live_line_shows_the_best_score_beside_the_latest():
     assert rep.status().endswith("eval return=2.000e+00 (best 3.000e+00)")
 
 
+def test_the_best_before_the_reporter_stays_the_best_until_beaten():
+    rep = ProgressReporter(100, 40, mode="off", score_name="JT_min", best=1e-3)
+    rep.update(50, 5e-3)
+    assert rep.status().endswith("eval JT_min=5.000e-03 (best 1.000e-03)")
+    rep.update(60, 1e-4)
+    assert rep.status().endswith("eval JT_min=1.000e-04")  # the latest is the new best
+
+
+def test_a_resumed_run_s_line_starts_from_the_run_s_best(tmp_path, monkeypatch):
+    """The live line's best after a resume is the run's (restored), not only the new session's:
+    the lowest JT_min (the toy env's score) of the evaluations before the interruption."""
+    from jaxrl_agents.run import loop
+    from jaxrl_agents.run.run_files import read_progress
+
+    cut = trainer.train("ppo", TOY_ENV, out=str(tmp_path), stop_after=8, **ARGS)
+    given = []
+    monkeypatch.setattr(loop, "ProgressReporter",
+                        lambda *a, **k: given.append(k["best"]) or ProgressReporter(*a, **k))
+    trainer.resume(cut.run_dirs[0], progress="off", stop_after=1)
+    scores = [float(row["eval_JT_min"]) for d in cut.run_dirs
+              for row in read_progress(os.path.join(d, "progress.csv"))[:8] if "eval_JT_min" in row]
+    assert len(scores) >= 2 and given == [min(scores)]
+
+
 def test_plain_lines_without_a_terminal():
     out = io.StringIO()  # not a TTY: mode None chooses plain lines
     rep = ProgressReporter(2048, stream=out, line_every=1)

@@ -93,6 +93,13 @@ class Run:
             return self.compiled.policies(seed_params, meta)
         return Policy(self.compiled.model, seed_params, meta)
 
+    def _best_score(self) -> float | None:
+        """The group's best evaluation score so far (restored on resume), in the env's own sign."""
+        known = [rec.best for rec in self.records if math.isfinite(rec.best)]
+        if not known:
+            return None
+        return min(known) if self.evaluation.score_mode == "min" else -min(known)
+
     def _dispatch_evaluation(self, state):
         """Queue every seed's evaluation episode on the device; returns its (unfetched) arrays."""
         return self.compiled.evaluate(state.params["actor"], self.eval_params,
@@ -190,7 +197,7 @@ class Run:
         end = n_updates if n is None else min(n_updates, start_update + n)
         reporter = ProgressReporter(n_updates * cfg.rollout_size, start_update * cfg.rollout_size,
                                     self.progress_mode, score_name=self.evaluation.score,
-                                    score_mode=self.evaluation.score_mode)
+                                    score_mode=self.evaluation.score_mode, best=self._best_score())
         tb_logs = self._tensorboard_logs()
         self.stopped_at_deadline = False
         state = jax.tree_util.tree_map(jnp.asarray, state)

@@ -59,11 +59,13 @@ class ProgressReporter:
             ``eval <score_name>=<value>``.
         score_mode: "min" or "max": which end of the scores is the best one shown.
         stream: where to write (default: stdout at construction).
+        best: the best score before `start_step` (a resumed run's, or an earlier `advance`'s), so
+            the line's best is the run's and not only this reporter's; None: none yet.
     """
 
     def __init__(self, total_steps: int, start_step: int = 0, mode: str | None = None,
                  line_every: int = 10, score_name: str = "return", score_mode: str = "min",
-                 stream=None):
+                 stream=None, best: float | None = None):
         self._out = sys.stdout if stream is None else stream
         self._columns = _terminal_columns(self._out)
         if mode is None:
@@ -72,7 +74,7 @@ class ProgressReporter:
             raise ValueError(f"progress: expected 'bar', 'lines', 'off' or None, got {mode!r}")
         self.mode, self.total, self.step, self.line_every = mode, total_steps, start_step, line_every
         self._t0, self._step0, self._n_updates = time.perf_counter(), start_step, 0
-        self._score = self._best = None
+        self._score, self._best = None, best
         self.score_name, self._sign = score_name, 1.0 if score_mode == "min" else -1.0
         self._shown = ""  # the live line on screen ("" when none)
         self._drawn_at = -math.inf
