@@ -194,7 +194,19 @@ def _frontier(summaries: dict) -> dict:
                     if value is not None and value < best[key].get(t, math.inf):
                         best[key][t] = value
     times = sorted({*best["rl"], *best["grape"]})
-    return {"t": times, **{k: [best[k].get(t) for t in times] for k in best}}
+    # A gate no longer than T is also one no longer than any later T: each row is a running
+    # minimum. (GRAPE at T refines the best RL pulse cut at T, which can start from a pulse that
+    # refines worse than an earlier T's: 3e-6 at 18 ns after 6.7e-10 at 17 ns.)
+    return {"t": times, **{k: _running_min([best[k].get(t) for t in times]) for k in best}}
+
+
+def _running_min(values: list) -> list:
+    """Each value replaced by the least of it and those before it (None: no value yet)."""
+    out, low = [], None
+    for v in values:
+        low = v if low is None or (v is not None and v < low) else low
+        out.append(low)
+    return out
 
 
 def _frontier_plot(front: dict, path: str) -> None:
@@ -378,7 +390,7 @@ def _frontier_section(summaries: dict, figures: str, rel) -> list[str]:
     lines = ["## The gate-time frontier", "",
              "Best J_T over every run's evaluation episodes with gate time <= T, by RL alone, and "
              "after GRAPE (200 iterations of `quantgate_env.refine_pulse` from that pulse cut at T; "
-             "finished runs only).", "", f"![frontier]({rel(path)})", "",
+             "finished runs only); a GRAPE gate found at a shorter T counts at every longer T.", "", f"![frontier]({rel(path)})", "",
              "| T (ns) | " + " | ".join(f"{t:g}" for t in front["t"]) + " |",
              "|" + " --- |" * (len(front["t"]) + 1),
              "| RL | " + " | ".join(_e(v) for v in front["rl"]) + " |",

@@ -568,3 +568,17 @@ def test_summarize_rewrites_only_the_entries_and_seeds_it_is_given(campaign_dir,
     capsys.readouterr()
     assert main(["summarize", "mini.toml", "--entry", "nope"]) == 2
     assert "expected one of ['base', 'ft'], got 'nope'" in capsys.readouterr().err
+
+
+def test_the_frontier_keeps_a_shorter_gate_at_every_longer_time():
+    from scripts.campaign.page import _frontier
+
+    def run(rl, grape):
+        return {"frontier": {"gate_time_ns": [8.0, 10.0, 12.0], "rl_JT": rl, "grape_JT": grape}}
+
+    summaries = {"a": [run([1e-2, 1e-3, 1e-3], [1e-4, 1e-9, 3e-6])],
+                 "b": [run([5e-2, 5e-4, 2e-4], [None, 4e-6, 2e-6])]}
+    front = _frontier(summaries)
+    assert front["t"] == [8.0, 10.0, 12.0]
+    assert front["rl"] == [1e-2, 5e-4, 2e-4]  # the best run at each time
+    assert front["grape"] == [1e-4, 1e-9, 1e-9]  # 12 ns keeps a's 10 ns gate, not 2e-6
