@@ -64,13 +64,7 @@ def detuning_grid(half_width_mhz: float | str, n: int = 11, device: DeviceParams
     hw = resolve_half_width(half_width_mhz)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GRID_N:
         raise ValueError(f"n: expected an integer from 1 to {MAX_GRID_N} (grid points per axis), got {n!r}")
-    base = validate_device(nominal_device() if device is None else device, "device")
-    lowest = 1e3 * float(np.min(base.omega_q))
-    if hw >= lowest:
-        raise ValueError(
-            f"half_width_mhz: expected less than the lower qubit frequency, {lowest:.6g} MHz (a detuning "
-            f"that large is no transmon), got {hw!r}"
-        )
+    base = _detunable_device(hw, device)
     axis = np.linspace(-hw, hw, n) if n > 1 else np.zeros(1)
     offsets = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
     return _offset_devices(base, offsets), offsets
@@ -92,12 +86,23 @@ def detuning_sample(half_width_mhz: float | str, count: int = 128, seed: int = 0
         raise ValueError(f"count: expected an integer from 1 to {MAX_GRID_N ** 2} (devices), got {count!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    _, zero = detuning_grid(half_width_mhz, 1, device)  # checks the half-width and the device
     hw = resolve_half_width(half_width_mhz)
+    base = _detunable_device(hw, device)
     drawn = np.random.default_rng(seed).uniform(-hw, hw, size=(count, 2))
-    offsets = np.concatenate([zero, drawn])
-    return _offset_devices(validate_device(nominal_device() if device is None else device, "device"),
-                           offsets), offsets
+    offsets = np.concatenate([np.zeros((1, 2)), drawn])
+    return _offset_devices(base, offsets), offsets
+
+
+def _detunable_device(hw: float, device: DeviceParams | None) -> DeviceParams:
+    """`device` (default: the nominal one), checked, and checked to stay a transmon `hw` MHz off."""
+    base = validate_device(nominal_device() if device is None else device, "device")
+    lowest = 1e3 * float(np.min(base.omega_q))
+    if hw >= lowest:
+        raise ValueError(
+            f"half_width_mhz: expected less than the lower qubit frequency, {lowest:.6g} MHz (a detuning "
+            f"that large is no transmon), got {hw!r}"
+        )
+    return base
 
 
 def _offset_devices(base: DeviceParams, offsets: np.ndarray) -> DeviceParams:
