@@ -7,6 +7,7 @@ cited reference values in `REFERENCE` and `GRAPE_SPEED_LIMIT`, each named as cit
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import math
@@ -403,8 +404,12 @@ def _frontier_section(summaries: dict, figures: str, rel) -> list[str]:
     return lines + [f"| {a} | {b} | {c} |" for a, b, c in GRAPE_SPEED_LIMIT] + [""]
 
 
+@functools.lru_cache(maxsize=1)
 def _paper_map():
-    """The paper's stored pulse, open loop, over the recool 11 x 11 grid (`pulse_robustness`)."""
+    """The paper's stored pulse, open loop, over the recool 11 x 11 grid (`pulse_robustness`).
+
+    Computed once per process: the aims row and the robustness section both need it.
+    """
     from quantgate_env import load_pulse_csv
     from quantgate_env.tools.robustness import pulse_robustness
 
