@@ -329,6 +329,28 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypa
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["keep.json"]
 
 
+def test_a_full_disk_without_a_file_name_names_the_file(tmp_path, monkeypatch, capsys):
+    # Issue 37 row 9: write/fsync on a full disk raise OSError(ENOSPC) with no file name; the
+    # one-line error was "No space left on device (every file written before is intact)".
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    target = tmp_path / "keep.json"
+    target.write_text("old")
+    with pytest.raises(OSError) as info:
+        atomic_write(str(target), b"new")
+    assert info.value.errno == errno.ENOSPC
+    assert describe_os_error(info.value) == f"{target}: No space left on device"
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["keep.json"]
+
+    monkeypatch.setattr(loop, "compile_algorithm", _no_compile)  # the first file write fails
+    line = _one_line_error(capsys, cli.main(["--env", TOY_ENV, "--out", str(tmp_path / "runs")]),
+                           expected_code=1)
+    assert line.startswith(f"jaxrl-train: error: {tmp_path / 'runs'}{os.sep}")
+    assert line.endswith(": No space left on device (every file written before is intact)")
+
+
 def test_cli_out_that_is_a_file_or_unwritable_gives_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(loop, "compile_algorithm", _no_compile)
     a_file = tmp_path / "notes.txt"

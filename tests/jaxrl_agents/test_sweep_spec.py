@@ -106,6 +106,22 @@ def test_bad_address_and_existing_directory(tmp_path):
     assert (tmp_path / "t" / "mine.txt").read_text() == "not a sweep"
 
 
+def test_sweep_json_is_strict_and_an_infinite_option_still_resumes(tmp_path):
+    # Issue 37 rows 1/15: sweep.json is strict JSON (target_kl = inf, "off", is null), and the
+    # same SPEC finds its directory again, also one written before (with a bare Infinity).
+    spec = parse_spec(base(out=str(tmp_path), train={**base()["train"], "config": {
+        **base()["train"]["config"], "target_kl": float("inf")}}))
+    d, existed = prepare_sweep_dir(spec, None)
+    stored = os.path.join(d, "sweep.json")
+    text = open(stored).read()
+    assert "Infinity" not in text and not existed
+    assert prepare_sweep_dir(spec, None) == (d, True)
+    with open(stored, "w") as f:  # as written before this release
+        json.dump(spec.to_json(), f)
+    assert "Infinity" in open(stored).read()
+    assert prepare_sweep_dir(spec, None) == (d, True)
+
+
 @pytest.mark.parametrize("uv", [True, False])
 def test_a_missing_ray_names_the_command_that_brings_it(tmp_path, monkeypatch, capsys, uv):
     """Without Ray, jaxrl-sweep says how to get it for the tool that started it: under uv the

@@ -129,6 +129,18 @@ def test_cli_evaluate_writes_outputs(tmp_path, capsys):
     assert summary["episodes"][0]["eval_len"] == 5
 
 
+def test_cli_summary_json_is_strict_json_with_null_for_nan(tmp_path):
+    # Issue 37 row 1: an episode that never reaches a perfect entangler has eval_t_first_PE = NaN,
+    # which was written as a bare NaN (JavaScript's JSON.parse rejects it); it is null now.
+    assert main(["evaluate", str(FIXTURES / "trpo_box.zip"), "--env", "sb3_toy_env:make",
+                 "--env-option", "max_episode_steps=5", "--out", str(tmp_path)]) == 0
+
+    def refuse(name):
+        raise AssertionError(f"summary.json is not strict JSON: bare {name}")
+    summary = json.loads((tmp_path / "summary.json").read_text(), parse_constant=refuse)
+    assert summary["episodes"][0]["eval_t_first_PE"] is None
+
+
 def test_cli_evaluate_several_gymnasium_episodes(capsys):
     assert main(["evaluate", str(FIXTURES / "ppo_discrete.zip"), "--env", "CartPole-v1",
                  "--episodes", "2"]) == 0

@@ -75,3 +75,41 @@ def test_robustness_cli_reports_a_write_failure_in_one_line(tmp_path, capsys, pu
     code = robustness_main(["--pulse", str(pulse_dir / "RL_pulse.csv"), "--n", "1", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and f"{out / 'robustness.npz'}: No space left on device" in err and "[Errno" not in err
+
+
+def test_robustness_json_is_strict_json_with_null_for_nan(tmp_path, capsys, pulse_dir, monkeypatch):
+    # Issue 37 rows 1/15: a NaN was written as a bare NaN, which JavaScript's JSON.parse rejects.
+    import json
+
+    from quantgate_env.tools import robustness
+
+    summary = robustness.RobustnessMap.summary
+    monkeypatch.setattr(robustness.RobustnessMap, "summary",
+                        lambda self: dict(summary(self), worst_JT=float("nan"), mean_JT=np.inf))
+    assert robustness_main(["--pulse", str(pulse_dir / "RL_pulse.csv"), "--n", "1",
+                            "--out", str(tmp_path / "map")]) == 0
+
+    def refuse(name):
+        raise AssertionError(f"robustness.json is not strict JSON: bare {name}")
+    data = json.loads((tmp_path / "map" / "robustness.json").read_text(), parse_constant=refuse)
+    assert data["worst_JT"] is None and data["mean_JT"] is None and data["n"] == 1
+
+
+def test_a_write_error_without_a_file_name_names_the_target(tmp_path, monkeypatch):
+    # Issue 37 row 9: os.write / fsync on a full disk raise OSError(ENOSPC) with no file name, so
+    # the one-line message was "No space left on device" alone; it names the target now.
+    import errno
+
+    from quantgate_env.tools.files import describe_os_error
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    target = tmp_path / "pulse.csv"
+    with pytest.raises(OSError) as info:
+        with atomic_open(target) as handle:
+            handle.write("0,0.0,0.0\n")
+    assert info.value.errno == errno.ENOSPC
+    assert describe_os_error(info.value) == f"{target}: No space left on device"
+    assert os.listdir(tmp_path) == []

@@ -16,7 +16,6 @@ format (``pulse_<i>.csv`` for episode i when N > 1). Existing files are replaced
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -148,7 +147,8 @@ def _inspect(args) -> int:
         import dataclasses
         d = dataclasses.asdict(info)
         d["supported"] = info.supported
-        print(json.dumps(d, indent=2, default=str))
+        from jaxrl_agents.common.fileio import json_text
+        print(json_text(d, default=str))
     else:
         print(info.summary())
     return 0 if info.supported else 3

@@ -16,7 +16,6 @@ marks the steps of the episode, including the one that ended it.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -188,14 +187,17 @@ def _gymnasium_episode(policy, env, seed: int) -> dict[str, np.ndarray]:
 
 
 def write_summary(path, summary: Mapping[str, Any], *, overwrite: bool = False) -> None:
-    """Write ``summary`` as indented JSON (numpy scalars as floats), atomically.
+    """Write ``summary`` as indented strict JSON, atomically.
 
-    The whole text is built before the file is touched. Raises ``FileExistsError`` if ``path``
+    Numpy scalars become numbers; a NaN or infinite number becomes ``null`` (``eval_t_first_PE``
+    of an episode that never reached a perfect entangler): strict JSON has no NaN, and parsers
+    other than Python's (JavaScript's ``JSON.parse``) reject it. The whole text is built before the
+    file is touched. Raises ``FileExistsError`` if ``path``
     exists and ``overwrite`` is False.
     """
-    from jaxrl_agents.common.fileio import atomic_write
+    from jaxrl_agents.common.fileio import atomic_write, json_text
     refuse_existing([path], overwrite=overwrite)
-    text = json.dumps(summary, indent=2, default=float) + "\n"
+    text = json_text(summary) + "\n"
     atomic_write(os.fspath(path), text.encode())
 
 

@@ -28,8 +28,8 @@ def cfg_field(default, check: str, help: str):  # noqa: A002 (mirrors argparse's
     """A dataclass field with a validation rule and a CLI help string.
 
     ``check`` is one of: "pos_int", "nonneg_int", "float" (any finite number), "pos_float", "nonneg_float", "unit_interval"
-    (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf for
-    "off"), "activation", "hidden", "hidden_or_none" (None or "hidden"), "bool", "network" (None or "module:factory"), "options" (a
+    (0 < x <= 1), "open_unit" (0 < x < 1), "pos_float_or_inf" (a positive number, or inf or None for
+    "off"; None is read as inf), "activation", "hidden", "hidden_or_none" (None or "hidden"), "bool", "network" (None or "module:factory"), "options" (a
     dict of JSON keyword options, kept as sorted (key, value) pairs so the config stays hashable).
     Every float must be finite, except the explicit inf of
     "pos_float_or_inf".
@@ -71,6 +71,10 @@ def _check_value(name: str, check: str, value: Any) -> Any:
         if value < 0:
             _fail(name, "a non-negative integer", value)
         return int(value)
+    if check == "pos_float_or_inf" and value is None:
+        # "off", as SB3 writes target_kl=None; config.json holds inf as null (strict JSON has no
+        # Infinity), so a resume reads it back here.
+        return math.inf
     if check in _FLOAT_CHECKS:
         if not _is_real(value):
             _fail(name, "a real number (int or float)", value)

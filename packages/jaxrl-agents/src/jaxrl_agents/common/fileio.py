@@ -6,6 +6,11 @@ POSIX), and the directory is fsync'ed. A reader (or a resumed run after ``kill -
 old file or the new one, never half of one. Files get the user's normal permissions
 (``0o666 & ~umask``, as ``open(path, "w")`` would give), not the 0600 of `tempfile.mkstemp`.
 
+JSON files are strict JSON (`json_text`): a NaN or infinite number is written as ``null``, never as the
+bare ``NaN`` / ``Infinity`` that Python's `json` writes by default and that other parsers (JavaScript's
+``JSON.parse``, Go, Rust, jq) reject. Python's `json` still reads the files written before, with
+``NaN`` in them.
+
 `lock_directory` holds an OS-level lock (``fcntl.flock``) on a ``.lock`` file inside a directory
 for as long as a run uses it. The kernel releases the lock when the process ends, however it ends
 (``kill -9`` included), so a lock is never stale; a second process that asks for it gets a
@@ -19,6 +24,7 @@ import contextlib
 import errno
 import io
 import json
+import math
 import os
 import secrets
 import zipfile
@@ -33,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover (Windows): runs still work, unlocked
     fcntl = None
 
-__all__ = ["atomic_write", "atomic_write_json", "atomic_savez", "flatten_dict", "unflatten_dict",
+__all__ = ["atomic_write", "atomic_write_json", "json_ready", "json_text", "atomic_savez", "flatten_dict", "unflatten_dict",
            "load_npz", "lock_directory", "DirectoryLockedError", "LOCK_FILE", "describe_os_error",
            "refuse_existing", "check_writable"]
 
@@ -150,16 +156,50 @@ def atomic_write(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        # A full disk fails in write/fsync with no file name at all ("No space left on device"),
+        # or names the temporary file: either way the message must name the user's file.
+        if isinstance(e, OSError) and (e.filename is None or os.fspath(e.filename) == tmp):
+            raise type(e)(e.errno, e.strerror or str(e), path) from None
         raise
     _fsync_dir(directory)
 
 
+def json_ready(obj: Any) -> Any:
+    """`obj` with every non-finite float replaced by None, numpy and JAX values as Python ones.
+
+    NaN, inf and -inf (Python or numpy floats, also inside arrays) become None, which JSON writes
+    as ``null``: strict JSON has no NaN or Infinity. Mappings, lists and tuples are walked;
+    numpy scalars and arrays (and JAX arrays) become Python numbers and lists; anything else is
+    returned as it is (`json.dumps` judges it).
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, (np.generic, np.ndarray)) or hasattr(obj, "__jax_array__"):
+        return json_ready(np.asarray(obj).tolist())
+    return obj
+
+
+def json_text(obj: Any, *, indent: int | None = 2, default=None) -> str:
+    """`obj` as strict JSON text (`json_ready`: NaN and infinities as ``null``), no newline added.
+
+    Args:
+        obj: JSON-able data; numpy/JAX numbers and arrays are converted.
+        indent: as for `json.dumps` (None: one line).
+        default: as for `json.dumps`, for other objects (e.g. ``str``).
+    """
+    return json.dumps(json_ready(obj), indent=indent, allow_nan=False, default=default)
+
+
 def atomic_write_json(path: str, obj: Any) -> None:
-    """Write `obj` as indented JSON, atomically."""
-    atomic_write(path, (json.dumps(obj, indent=2, sort_keys=False, allow_nan=True) + "\n").encode())
+    """Write `obj` as indented strict JSON (`json_text`: NaN and infinities as ``null``), atomically."""
+    atomic_write(path, (json_text(obj) + "\n").encode())
 
 
 def atomic_savez(path: str, arrays: Mapping[str, np.ndarray], compress: bool = True) -> None:

@@ -59,12 +59,23 @@ def space_to_json(space: spaces.Space) -> dict | None:
     return None
 
 
+def _bound(values, unbounded: float, dtype) -> np.ndarray:
+    """A Box bound from JSON: null entries (an infinity written as strict JSON) are `unbounded`."""
+    def fill(v):
+        if v is None:
+            return unbounded
+        return [fill(x) for x in v] if isinstance(v, list) else v
+    return np.asarray(fill(values), dtype)
+
+
 def space_from_json(d: dict) -> spaces.Space:
     """Inverse of `space_to_json`."""
     kind = d["type"]
     if kind == "Box":
         dtype = np.dtype(d["dtype"])
-        return spaces.Box(np.asarray(d["low"], dtype), np.asarray(d["high"], dtype),
+        # An unbounded side is written as null (policy.json is strict JSON, `fileio.json_ready`);
+        # files written before hold -Infinity / Infinity, which Python's json reads as floats.
+        return spaces.Box(_bound(d["low"], -np.inf, dtype), _bound(d["high"], np.inf, dtype),
                           tuple(d["shape"]), dtype)
     if kind == "Discrete":
         return spaces.Discrete(d["n"], start=d["start"])

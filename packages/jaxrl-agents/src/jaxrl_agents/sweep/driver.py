@@ -116,10 +116,13 @@ def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool
     """
     d = spec.sweep_dir
     stored = os.path.join(d, SWEEP_JSON)
-    new = json.loads(json.dumps(spec.to_json()))
+    fio = jaxrl.fileio
+    # As written (strict JSON: an inf or NaN is null), and the file as read, the same way (one
+    # written before held Infinity).
+    new = json.loads(fio.json_text(spec.to_json()))
     if os.path.isfile(stored):
         with open(stored, encoding="utf-8") as f:
-            old = json.load(f)
+            old = fio.json_ready(json.load(f))
         if old != new:
             a, b = _flat(old), _flat(new)
             diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
@@ -131,7 +134,6 @@ def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool
         raise SpecError(f"name: {d} exists and is not a jaxrl-sweep directory (no {SWEEP_JSON}); "
                         f"choose another name or --out (it is never overwritten)")
     os.makedirs(os.path.join(d, summary.RUNS_DIR), exist_ok=True)
-    fio = jaxrl.fileio
     if spec_path is not None:
         with open(spec_path, "rb") as f:
             fio.atomic_write(os.path.join(d, SPEC_COPY), f.read())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import statistics
@@ -146,11 +145,11 @@ def collect(spec, trials: list[dict]) -> list[dict[str, Any]]:
                "status": _status(info, m["step"], final_step), "step": m["step"]}
         for reduce in ("best", "last", "last_quarter_median"):
             row[f"{reduce}_{spec.metric}"] = m[f"{reduce}_{spec.metric}"]
-        row["per_seed"] = json.dumps(m[f"{spec.reduce}_{spec.metric}_per_seed"])
+        row["per_seed"] = jaxrl.fileio.json_text(m[f"{spec.reduce}_{spec.metric}_per_seed"], indent=None)
         for key in sorted(spec.space):
-            row[key] = json.dumps(info["config"].get(key))
+            row[key] = jaxrl.fileio.json_text(info["config"].get(key), indent=None)
         for key in sorted(spec.scheduler.get("mutations", {})):
-            row[key] = json.dumps(info["config"].get(key))
+            row[key] = jaxrl.fileio.json_text(info["config"].get(key), indent=None)
         row["run_dirs"] = ";".join(os.path.relpath(d, spec.sweep_dir) for d in run_dirs)
         error_lines = (info.get("error") or "").strip().splitlines()
         row["error"] = error_lines[-1] if error_lines else ""

@@ -66,8 +66,9 @@ def _now() -> str:
 
 def _log(root: str, event: str, **fields) -> None:
     """Append one line to the trial's log (a small O_APPEND write: lines never interleave)."""
-    line = json.dumps({"time": _now(), "event": event, "pid": os.getpid(),
-                       "host": socket.gethostname(), **fields}, default=str) + "\n"
+    line = jaxrl.fileio.json_text({"time": _now(), "event": event, "pid": os.getpid(),
+                                   "host": socket.gethostname(), **fields},
+                                  indent=None, default=str) + "\n"
     fd = os.open(os.path.join(root, summary.TRIAL_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                  0o666)
     try:

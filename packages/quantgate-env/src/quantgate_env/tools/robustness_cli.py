@@ -20,7 +20,7 @@ import sys
 from ..mdp.single_line import make
 from ..physics.device import nominal_device
 from ..physics.drift import DRIFT_RANGES
-from .files import atomic_open, describe_os_error
+from .files import atomic_open, describe_os_error, json_text
 from .pulses import load_pulse_csv, pulse_plan
 from .robustness import MAX_GRID_N, detuning_grid, policy_robustness, pulse_robustness, resolve_half_width
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         result.save_npz(os.path.join(args.out, "robustness.npz"))
         summary = dict(result.summary(), source=args.pulse or args.policy, half_width=half_width, n=args.n)
         with atomic_open(os.path.join(args.out, "robustness.json")) as handle:
-            json.dump(summary, handle, indent=2)
+            handle.write(json_text(summary) + "\n")
         try:
             result.save_png(os.path.join(args.out, "robustness.png"))
         except ImportError as err:  # matplotlib is optional (quantgate-env[plot])
