@@ -9,7 +9,10 @@ the Gymnasium id ``quantgate_env:ZCQPEE-v0`` (single and vectorised).
 
 import gymnasium as _gymnasium
 
-from . import pettingzoo  # noqa: F401  quantgate_env.pettingzoo.parallel_env(...) after `import quantgate_env`
+from . import (
+    pettingzoo,  # noqa: F401  quantgate_env.pettingzoo.parallel_env(...) after `import quantgate_env`
+    sb3,  # noqa: F401  quantgate_env.sb3.make_vec_env(...) after `import quantgate_env` (imports no SB3)
+)
 from .mdp.config import EnvConfig
 from .mdp.multi_line import QUBIT_AMP_BOUND, MultiGateConfig, MultiGateEnv, MultiGateState, make_multi
 from .mdp.single_line import EnvParams, EnvState, GateEnv, make, observation_layout

@@ -272,15 +272,25 @@ class GateVectorEnv(gymnasium.vector.VectorEnv):
     """N gate environments stepped in one compiled call (Gymnasium 1.x next-step autoreset).
 
     ``gymnasium.make_vec("quantgate_env:ZCQPEE-v0", num_envs=N, vectorization_mode="vector_entry_point")``.
+    ``autoreset_mode`` other than NEXT_STEP is refused with a pointer to ``quantgate_env.sb3.make_vec_env``
+    (same-step auto-reset, as an SB3 ``VecEnv``).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, render_mode: str | None = None, **options):
+    def __init__(self, num_envs: int = 1, render_mode: str | None = None,
+                 autoreset_mode: gymnasium.vector.AutoresetMode | str = gymnasium.vector.AutoresetMode.NEXT_STEP,
+                 **options):
         _check_render_mode(render_mode)
         self.render_mode = render_mode
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs: expected a positive integer, got {num_envs!r}")
+        if autoreset_mode not in (gymnasium.vector.AutoresetMode.NEXT_STEP, "NextStep"):
+            # SB3 is the client that needs same-step auto-reset, and it takes no Gymnasium VectorEnv
+            raise ValueError(f"autoreset_mode: GateVectorEnv auto-resets on the next step only "
+                             f"(AutoresetMode.NEXT_STEP), got {autoreset_mode!r}; for same-step auto-reset in one "
+                             "compiled call (SB3's rule) use quantgate_env.sb3.make_vec_env(n_envs, **options), "
+                             "or vectorization_mode='sync' for Gymnasium's SyncVectorEnv")
         self.core: GateEnv = make(**options)
         self.num_envs = num_envs
         self.single_observation_space = self.core.observation_space
