@@ -84,3 +84,22 @@ def test_help_lists_the_algorithm_fields(capsys):
     assert "--cg-max-steps" in out and "--target-kl" in out and "--n-epochs" not in out
     # Each flag names the config's default once, never argparse's placeholder None.
     assert "(default: None)" not in out and "(default: 123)" in out
+
+
+def test_a_missing_optional_env_dependency_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    """Issue 37 row 3: the jaxrl-agents wheel alone, then ``--env jaxrl_agents.common.gymnax_env:make``
+    ended in an 11-frame traceback (ImportError: ... needs gymnax); it is one line naming the extra."""
+    monkeypatch.setitem(sys.modules, "gymnax", None)  # as if gymnax were not installed
+    args = ["--env", "jaxrl_agents.common.gymnax_env:make", "--env-option", 'env_id="CartPole-v1"',
+            "--out", str(tmp_path / "runs")]
+    for uv, how in ((None, 'pip install "jaxrl-agents[gymnax]"'),
+                    ("/usr/bin/uv", "uv run --extra gymnax jaxrl-train --env jaxrl_agents.common.gymnax_env:make")):
+        if uv is None:
+            monkeypatch.delenv("UV", raising=False)
+        else:
+            monkeypatch.setenv("UV", uv)
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("jaxrl-train: error: env: "), err
+        assert "needs gymnax, the extra jaxrl-agents[gymnax]" in err and how in err
+    assert not (tmp_path / "runs").exists()

@@ -55,7 +55,9 @@ def load_env(spec: str, options: Mapping[str, Any] | None = None, check: bool = 
         The environment object (checked with `check_env`).
 
     Raises:
-        ValueError: malformed spec, missing module or factory, rejected options;
+        ValueError: malformed spec, missing module or factory, rejected options, an optional
+            dependency the factory imports that is not installed (its ImportError's message, which
+            names the extra to install);
             `contracts.ContractError` (a ValueError): non-conforming env.
     """
     factory = import_factory(spec, "env", DEFAULT_ENV)
@@ -64,6 +66,8 @@ def load_env(spec: str, options: Mapping[str, Any] | None = None, check: bool = 
         env = factory(**options)
     except TypeError as e:
         raise ValueError(f"env options: {spec} rejected {sorted(options)}: {e}") from e
+    except ImportError as e:  # a factory that imports an optional dependency when called (gymnax)
+        raise ValueError(f"env: {spec} cannot be built: {e}") from e
     if check:
         check_env(env, name=spec)
     return env

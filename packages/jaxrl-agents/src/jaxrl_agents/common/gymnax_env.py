@@ -2,7 +2,8 @@
 
     jaxrl-train --env jaxrl_agents.common.gymnax_env:make --env-option env_id=CartPole-v1
 
-gymnax (an optional dependency, imported only when `make` is called: ``pip install gymnax``)
+gymnax (an optional dependency, the extra ``jaxrl-agents[gymnax]``, imported only when `make` is
+called; without it `make` raises ImportError naming the extra, which ``jaxrl-train`` prints as one line)
 already separates ``terminated`` from the time-limit ``truncated`` in its auto-resetting ``step``.
 This adapter gives the contract's three functions over its non-resetting ``step_env``:
 
@@ -35,7 +36,11 @@ def _gymnax():
     try:
         import gymnax
     except ImportError as e:  # the optional dependency
-        raise ImportError("jaxrl_agents.common.gymnax_env needs gymnax: pip install gymnax") from e
+        from ..run.commands import install_extra  # stdlib only: spells the uv or pip command
+
+        how = install_extra("gymnax", ["jaxrl-train", "--env", "jaxrl_agents.common.gymnax_env:make", "..."])
+        raise ImportError(f"jaxrl_agents.common.gymnax_env needs gymnax, the extra jaxrl-agents[gymnax] "
+                          f"({e}); install it with: {how}", name="gymnax") from e
     return gymnax
 
 

@@ -2,7 +2,7 @@
 
 Under ``uv run`` (uv sets the ``UV`` environment variable in the processes it starts) a suggestion
 is a ``uv run`` command that works from the checkout's root: the workspace root declares
-jaxrl-agents' extras (``plot``, ``tensorboard``, ``sweep``), so ``uv run --extra plot jaxrl-plot RUN`` installs
+jaxrl-agents' extras (``plot``, ``tensorboard``, ``sweep``, ``gymnax``), so ``uv run --extra plot jaxrl-plot RUN`` installs
 matplotlib from the lock and plots. Elsewhere (pip, a plain virtual environment) it is the bare
 console script, preceded by the ``pip install`` of the extra it needs when that is missing.
 Every command is a list of arguments first (`Suggestion.argv`, which the tests parse with the real
@@ -19,7 +19,7 @@ import shlex
 __all__ = ["Suggestion", "under_uv", "suggest", "suggest_viewer", "install_extra", "EXTRA_MODULES"]
 
 #: jaxrl-agents' optional extras and the module each one brings.
-EXTRA_MODULES = {"plot": "matplotlib", "tensorboard": "tensorboardX", "sweep": "ray"}
+EXTRA_MODULES = {"plot": "matplotlib", "tensorboard": "tensorboardX", "sweep": "ray", "gymnax": "gymnax"}
 
 
 def under_uv() -> bool:
