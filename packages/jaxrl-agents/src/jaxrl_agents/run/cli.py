@@ -68,10 +68,16 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, nargs="+", default=None, metavar="N",
                      help="several seeds trained together in one compiled program (overrides --seed)")
     presets = PRESETS[canonical_name(algo)]
-    run.add_argument("--preset", choices=sorted(presets), default=DEFAULT_PRESET,
+    from ..stages.recipes import RECIPES
+
+    recipes = RECIPES if entry.fine_tunes else {}
+    run.add_argument("--preset", choices=sorted([*presets, *recipes]), default=DEFAULT_PRESET,
                      help="starting point of the run: " + "; ".join(
                          f"{n}: {p.summary} ({p.total_steps:,} steps)"
-                         for n, p in sorted(presets.items())))
+                         for n, p in sorted(presets.items())) + "".join(
+                         f"; {n} (staged, its own algorithms; takes --seed, --env, --env-option, "
+                         f"--out, --tag, --minutes): {r.summary} (up to {r.total_steps:,} steps)"
+                         for n, r in sorted(recipes.items())))
     run.add_argument("--total-steps", "--timesteps", dest="total_steps", type=int, default=None,
                      help="environment steps (default: the preset's)")
     run.add_argument("--eval-every", type=int, default=None,
@@ -114,6 +120,12 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     return p
 
 
+def _is_staged_run(path: str) -> bool:
+    from ..stages.staged_run import is_staged_run
+
+    return is_staged_run(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``jaxrl-train``. Returns the process exit code."""
     started = time.monotonic()  # --minutes counts from here: what the user waits for
@@ -121,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default="ppo")
     pre.add_argument("--resume", default=None)
+    pre.add_argument("--preset", default=None)
     known, _ = pre.parse_known_args(argv)
+    from ..stages.cli import is_recipe, staged_main
+
+    if is_recipe(known.preset) or known.resume is not None and _is_staged_run(known.resume):
+        return staged_main(argv, started)  # a recipe of stages, each an ordinary run
     if canonical_name(known.algo) not in ALGORITHMS:
         print(f"jaxrl-train: error: --algo: expected one of {sorted(ALGORITHMS)}, got "
               f"{known.algo!r}", file=sys.stderr)

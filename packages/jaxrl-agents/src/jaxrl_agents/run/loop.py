@@ -62,6 +62,7 @@ class Run:
         self.tensorboard = tensorboard
         self._tb = None  # one TensorBoardLog per seed, opened by the first advance
         self.stopped_at_deadline = False  # the last advance stopped at its deadline
+        self.stopped_by_rule = False  # the last advance stopped because its `stop_when` said so
 
     def _tensorboard_logs(self):
         """The seeds' event files (opened once per process: at the first advance)."""
@@ -174,7 +175,7 @@ class Run:
                               list(self.run_dirs))
 
     def advance(self, state, start_update: int, wall_offset: float, n: int | None,
-                deadline: float | None = None):
+                deadline: float | None = None, stop_when=None):
         """Train updates ``start_update + 1`` ... to the end of the run, or `n` of them.
 
         Args:
@@ -186,6 +187,11 @@ class Run:
             deadline: a ``time.monotonic()`` time: the first update that ends past it is the
                 last one, and a checkpoint is written there (``stopped_at_deadline`` tells). At
                 least one update is trained. None: no deadline.
+            stop_when: ``(update, records) -> bool``, asked after each update once its rows and
+                evaluation are recorded (``records``: one `SeedRecord` per seed, with ``best``
+                and ``best_step``): True makes that update the last one, checkpointed like a
+                deadline stop (``stopped_by_rule`` tells). A pure function of the records keeps
+                the stop deterministic, so a resume stops at the same update. None: never.
 
         Returns:
             (state on the device, updates done, wall seconds). Updates past the last checkpoint
@@ -199,7 +205,7 @@ class Run:
                                     self.progress_mode, score_name=self.evaluation.score,
                                     score_mode=self.evaluation.score_mode, best=self._best_score())
         tb_logs = self._tensorboard_logs()
-        self.stopped_at_deadline = False
+        self.stopped_at_deadline = self.stopped_by_rule = False
         state = jax.tree_util.tree_map(jnp.asarray, state)
         t0 = time.perf_counter()
         try:
@@ -230,8 +236,9 @@ class Run:
                 for tb, row in zip(tb_logs, rows):
                     tb.add_row(row)
                 # Checked after the update, so every call trains at least one.
-                stop = deadline is not None and not last and i + 1 < end and \
-                    time.monotonic() >= deadline
+                ruled = stop_when is not None and not last and stop_when(i + 1, self.records)
+                stop = ruled or (deadline is not None and not last and i + 1 < end
+                                 and time.monotonic() >= deadline)
                 if (i + 1) % self.checkpoint_every == 0 or last or stop:
                     self._checkpoint(state, i + 1, wall)
                 elif (i + 1) % CSV_FLUSH_EVERY == 0:
@@ -239,7 +246,8 @@ class Run:
                         rec.flush()
                 reporter.update(step, jt)
                 if stop:
-                    end, self.stopped_at_deadline = i + 1, True
+                    end = i + 1
+                    self.stopped_by_rule, self.stopped_at_deadline = ruled, not ruled
                     break
         finally:
             reporter.close()

@@ -27,7 +27,7 @@ from ..common.fileio import LOCK_FILE, atomic_write, load_npz
 
 __all__ = ["RUN_CONFIG", "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "check_out", "timestamp",
            "make_run_dirs", "remove_new_run_dirs", "write_progress", "read_progress",
-           "read_run_config", "check_history"]
+           "read_run_config", "read_json_object", "check_history"]
 
 RUN_CONFIG = "config.json"
 PROGRESS_CSV = "progress.csv"
@@ -138,6 +138,25 @@ def read_progress(path: str) -> list[dict[str, str]]:
     return rows
 
 
+def read_json_object(path: str) -> dict[str, Any]:
+    """Read a JSON file holding one object (a run's config.json, a staged run's record).
+
+    Raises:
+        ValueError: not UTF-8, not JSON or not an object; the message names the file.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a UTF-8 text file ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
+            from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def read_run_config(path: str) -> dict[str, Any]:
     """Read a run's ``config.json`` and check the keys a resume uses.
 
@@ -145,16 +164,7 @@ def read_run_config(path: str) -> dict[str, Any]:
         ValueError: not JSON, not an object, or a needed key missing or of the wrong type; the
             message names the file and the key.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            rc = json.load(f)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not a UTF-8 text file ({e.reason})") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
-            from None
-    if not isinstance(rc, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(rc).__name__}")
+    rc = read_json_object(path)
     for key, typ in _RUN_KEYS.items():
         if key not in rc:
             raise ValueError(f"{path}: missing key {key!r}; is this a jaxrl-train PPO/TRPO run "

@@ -226,7 +226,8 @@ class Session:
         """Whether every update of the run has been trained."""
         return self.update >= self.n_updates
 
-    def advance(self, n_updates: int | None = None, time_budget: float | None = None) -> TrainResult:
+    def advance(self, n_updates: int | None = None, time_budget: float | None = None,
+                stop_when=None) -> TrainResult:
         """Train `n_updates` more updates (None, or more than remain: to the end of the run).
 
         Checkpoints, evaluations and progress rows follow the run's cadences; the last update of
@@ -238,6 +239,9 @@ class Session:
             time_budget: seconds of wall-clock from this call: the first update that ends past
                 it is the last, and it is checkpointed, so the run stops cleanly and resumes
                 bit-identically (``stopped_at_deadline`` tells). None: no budget.
+            stop_when: ``(update, records) -> bool`` asked after every update (`loop.Run.advance`):
+                True stops there, on a checkpoint (``stopped_by_rule`` tells). Staged runs
+                (`jaxrl_agents.stages`) end a stage or an attempt with it. None: never.
 
         Raises:
             NonFiniteError: an update gave non-finite values (the session is then unusable:
@@ -257,7 +261,7 @@ class Session:
             self._broken = True  # until the updates are done: the input state is donated
             with jax.enable_x64(True):
                 self._state, self.update, self._wall = self._run.advance(
-                    self._state, self.update, self._wall, n_updates, deadline)
+                    self._state, self.update, self._wall, n_updates, deadline, stop_when)
             self._broken = False
         return self.result()
 
@@ -286,6 +290,26 @@ class Session:
     def stopped_at_deadline(self) -> bool:
         """Whether the last `advance` stopped at its time budget (on a checkpoint)."""
         return self._run.stopped_at_deadline
+
+    @property
+    def stopped_by_rule(self) -> bool:
+        """Whether the last `advance` stopped because its ``stop_when`` said so (on a checkpoint)."""
+        return self._run.stopped_by_rule
+
+    @property
+    def records(self) -> list:
+        """One `records.SeedRecord` per seed: rows, evaluations, ``best`` and ``best_step``."""
+        return list(self._run.records)
+
+    @property
+    def wall(self) -> float:
+        """Seconds of training so far (the ``wall`` column of the last row)."""
+        return self._wall
+
+    @property
+    def rollout_size(self) -> int:
+        """Environment steps per update (all of the seed's environments)."""
+        return self._run.cfg.rollout_size
 
     @property
     def checkpoint_update(self) -> int:
