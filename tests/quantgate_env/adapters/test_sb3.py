@@ -264,3 +264,11 @@ def test_bad_actions_options_and_calls_are_refused():
         venv.env_method("render")
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         venv.get_attr("nonexistent")
+
+
+def test_without_sb3_the_error_says_what_to_install(monkeypatch):
+    """The class is built from SB3's VecEnv on first use; without SB3 that use names the package."""
+    monkeypatch.setitem(sys.modules, "stable_baselines3", None)
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.vec_env", None)
+    with pytest.raises(ImportError, match=r"quantgate_env\.sb3 needs Stable-Baselines3.*pip install stable-baselines3"):
+        sb3_adapter.vec_env_class.__wrapped__()  # the uncached builder: the cached class stays as it is
