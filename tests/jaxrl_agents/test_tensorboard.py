@@ -125,6 +125,17 @@ def test_resume_of_a_tensorboard_run_without_tensorboardx_fails_before_compiling
     monkeypatch.setattr(resume_module, "Run", None)  # compiling would call it
     with pytest.raises(ValueError, match=r"writes TensorBoard files .*jaxrl-agents\[tensorboard\]"):
         trainer.resume(res.run_dirs[0], progress="off")
+    # The hint is the resume itself once the extra is there, not a command that starts a new run
+    # (issue 37 row 10: it suggested `uv run --extra tensorboard jaxrl-train --tensorboard`).
+    monkeypatch.setenv("UV", "/usr/bin/uv")
+    with pytest.raises(ValueError) as e:
+        trainer.resume(res.run_dirs[0], progress="off")
+    hint = str(e.value).rsplit("install it with: ", 1)[1]
+    assert hint == f"uv run --extra tensorboard jaxrl-train --resume {res.run_dirs[0]}"
+    from jaxrl_agents.run.cli import build_parser
+
+    args = build_parser("ppo").parse_args(hint.split()[5:])  # the real parser takes it as a resume
+    assert args.resume == res.run_dirs[0] and not args.tensorboard
 
 
 def test_a_malformed_tensorboard_key_is_named(tmp_path):

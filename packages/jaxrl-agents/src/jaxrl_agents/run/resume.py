@@ -99,7 +99,8 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     if tensorboard:  # before anything compiles: the run was started with --tensorboard
         from .tensorboard import require_tensorboardx
 
-        require_tensorboardx(f"resume: {run_dir!r} writes TensorBoard files (--tensorboard)")
+        require_tensorboardx(f"resume: {run_dir!r} writes TensorBoard files (--tensorboard)",
+                             ["jaxrl-train", "--resume", run_dir])
     _, header = read_checkpoint(ckpt)
     meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
     if extend and cfg.n_updates < meta["update"]:

@@ -44,15 +44,21 @@ _OPENED = itertools.count()  # event files this process opened
 _NOT_SCALARS = ("step", "update", "wall")  # the x axis, its index, and TensorBoard's own clock
 
 
-def require_tensorboardx(argument: str = "tensorboard") -> None:
+def require_tensorboardx(argument: str = "tensorboard", command: list[str] | None = None) -> None:
     """Raise ValueError naming `argument` if tensorboardX is not installed.
 
     Called where the arguments are checked: before a run directory exists or anything compiles.
+
+    Args:
+        argument: what asked for TensorBoard files (the message's first words).
+        command: the command to run once the extra is installed (the hint repeats it: for a
+            resume, the resume, not a new run); default ``jaxrl-train --tensorboard``.
     """
     if importlib.util.find_spec("tensorboardX") is None:
+        command = ["jaxrl-train", "--tensorboard"] if command is None else command
         raise ValueError(f"{argument}: TensorBoard files need tensorboardX, the extra "
                          f"jaxrl-agents[tensorboard]; install it with: "
-                         f"{install_extra('tensorboard', ['jaxrl-train', '--tensorboard'])}")
+                         f"{install_extra('tensorboard', command)}")
 
 
 def row_scalars(row: dict[str, str]) -> dict[str, float]:
