@@ -135,3 +135,57 @@ def test_the_cli_keeps_the_learned_std_whatever_the_preset(source, tmp_path):
     assert json.load(open(run_dir / "config.json"))["algo_config"]["log_std_init"] == 0.0
     np.testing.assert_allclose(load_policy(str(run_dir), "last").params["actor"]["log_std"],
                                load_policy(source).params["actor"]["log_std"], rtol=0, atol=MOVED)
+
+
+# ------------------------------------------- issue 37 rows 7 and 11: a busy or corrupt source
+def test_a_source_run_still_training_is_refused_naming_it(source, tmp_path, capsys):
+    """Row 7: a source run still training (locked) was accepted silently, its best policy taken
+    mid-search (and liable to be replaced while read). It is refused, naming the run directory."""
+    from jaxrl_agents.common.fileio import lock_directory
+    from jaxrl_agents.run import cli
+
+    with lock_directory(source):  # as the source's own jaxrl-train process holds it
+        for start in (source, os.path.join(source, "best_policy")):
+            with pytest.raises(ValueError, match=rf"init_from: {source} is in use by process "
+                                                 rf"{os.getpid()} .*still training"):
+                _train(tmp_path / "out", init_from=start)
+        code = cli.main(["--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32", "--init-from",
+                         source, "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and f"{source} is in use" in err
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
+
+
+def test_a_run_says_which_source_and_step_it_starts_from(source, tmp_path, capsys):
+    """Row 7: no run printed its source or the source's step; only config.json said so."""
+    from jaxrl_agents.run import cli
+
+    step = load_policy(source).metadata["step"]
+    argv = ["--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32", "--n-envs", "16", "--n-steps",
+            "32", "--n-epochs", "4", "--n-minibatches", "4", "--total-steps", "512", "--lr",
+            str(TINY_LR), "--out", str(tmp_path), "--progress", "lines", "--init-from", source]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    line = f"init_from: starting from {os.path.join(source, 'best_policy')} (ppo, seed 3, step {step:,})"
+    assert line in out.splitlines()
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"format": "jaxrl_agents.Policy", "net', r"not valid JSON \(Unterminated string"),
+    ("[1, 2]", "expected a JSON object, got list"),
+    ('{"format": "jaxrl_agents.Policy", "format_version": 1}', "'network' expected a JSON object"),
+    ('{"format": "jaxrl_agents.Policy", "format_version": 1, "network": {"obs_dim": 3}}',
+     "'network' does not define a network"),
+])
+def test_a_corrupt_source_policy_json_is_named(source, tmp_path, text, match):
+    """Row 11: a corrupt best_policy/policy.json gave the JSON parser's message, naming no file."""
+    import shutil
+
+    copy = shutil.copytree(source, tmp_path / "src", ignore=shutil.ignore_patterns(".lock"))
+    bad = os.path.join(copy, "best_policy", "policy.json")
+    with open(bad, "w") as f:
+        f.write(text)
+    with pytest.raises(ValueError, match=rf"^init_from: {bad}: {match}") as info:
+        _train(tmp_path / "out", init_from=str(copy))
+    assert "\n" not in str(info.value)
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []

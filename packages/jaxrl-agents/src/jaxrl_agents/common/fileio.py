@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover (Windows): runs still work, unlocked
     fcntl = None
 
 __all__ = ["atomic_write", "atomic_write_json", "json_ready", "json_text", "atomic_savez", "flatten_dict", "unflatten_dict",
-           "load_npz", "lock_directory", "DirectoryLockedError", "LOCK_FILE", "describe_os_error",
+           "load_npz", "lock_directory", "lock_holder", "DirectoryLockedError", "LOCK_FILE", "describe_os_error",
            "refuse_existing", "check_writable"]
 
 SEP = "/"
@@ -241,8 +241,7 @@ def lock_directory(path: str) -> Iterator[None]:
             except OSError as e:
                 if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-                who = f"process {holder}" if holder.isdigit() else "another process"
+                who = _holder(fd)
                 raise DirectoryLockedError(
                     f"{path}: in use by {who} (it holds {LOCK_FILE}); two processes writing one "
                     f"run directory would overwrite each other's files; wait for that one to "
@@ -252,6 +251,39 @@ def lock_directory(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the last descriptor of the open file releases the flock
+
+
+def _holder(fd: int) -> str:
+    holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return f"process {holder}" if holder.isdigit() else "another process"
+
+
+def lock_holder(path: str) -> str | None:
+    """Who holds the lock of directory `path` (`lock_directory`): ``"process N"``, or None if free.
+
+    For readers of a run directory that must not read it while a run writes it (a fine-tuning
+    start reading another run's best policy). It asks for a shared lock without waiting and drops
+    it at once; it creates nothing (a directory without ``.lock`` was never locked, and a
+    read-only directory can be probed). A process that asks for the exclusive lock in that same
+    instant is refused as if the directory were in use: the window is one system call.
+    """
+    if fcntl is None:  # pragma: no cover (Windows): no locks
+        return None
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY)
+    except OSError:  # no lock file: never locked (or unreadable, which no run could lock either)
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            return _holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:

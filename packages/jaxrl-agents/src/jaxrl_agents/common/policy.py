@@ -174,21 +174,51 @@ class Policy:
 
     @classmethod
     def load(cls, directory: str) -> Policy:
-        """Rebuild a policy written by `save` (no pickle)."""
+        """Rebuild a policy written by `save` (no pickle).
+
+        Raises:
+            FileNotFoundError: `directory` holds no policy.json.
+            ValueError: policy.json or params.npz is corrupt, truncated, of another format or
+                does not fit the network it declares; the message names the file.
+        """
         path = os.path.join(directory, POLICY_JSON)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"directory: expected a policy directory containing "
                                     f"{POLICY_JSON}, got {directory!r}")
-        with open(path) as f:
-            spec = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not a UTF-8 text file ({e.reason})") from None
+        except json.JSONDecodeError as e:  # the parser's message alone names no file
+            raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column "
+                             f"{e.colno}); a truncated or edited policy file") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(spec).__name__}")
         if spec.get("format") != POLICY_FORMAT:
             raise ValueError(f"{path}: expected format {POLICY_FORMAT!r}, got {spec.get('format')!r}")
-        if spec.get("format_version", 0) > POLICY_FORMAT_VERSION:
+        version = spec.get("format_version", 0)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ValueError(f"{path}: format_version expected an integer, got {version!r}")
+        if version > POLICY_FORMAT_VERSION:
             raise ValueError(f"{path}: format_version {spec['format_version']} is newer than this "
                              f"jaxrl-agents understands ({POLICY_FORMAT_VERSION}); upgrade it")
-        model = ActorCritic(**spec["network"])
+        network, metadata = spec.get("network"), spec.get("metadata", {})
+        if not isinstance(network, dict):
+            raise ValueError(f"{path}: 'network' expected a JSON object of the network's fields, "
+                             f"got {network!r}")
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{path}: 'metadata' expected a JSON object, got {metadata!r}")
+        try:
+            model = ActorCritic(**network)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: 'network' does not define a network ({e})") from None
         params = unflatten_dict(load_npz(os.path.join(directory, PARAMS_NPZ)))
-        return cls(model, params, spec.get("metadata", {}))
+        try:
+            return cls(model, params, metadata)
+        except ValueError as e:  # shapes that do not fit the declared network
+            raise ValueError(f"{os.path.join(directory, PARAMS_NPZ)}: does not fit the network of "
+                             f"{POLICY_JSON} ({e})") from None
 
     def __repr__(self) -> str:
         return f"Policy({self.model!r}, metadata={self.metadata!r})"

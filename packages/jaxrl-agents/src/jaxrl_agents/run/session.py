@@ -129,7 +129,7 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
             raise ValueError(f"init_from: fine-tuning starts are for "
                              f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
                              f"got algo {algo!r}")
-        plan.init_params, plan.init_record = load_init_params(init_from, plan.model)
+        plan.init_params, plan.init_record = load_init_params(init_from, plan.model, report=plan.progress != "off")
     return plan
 
 
