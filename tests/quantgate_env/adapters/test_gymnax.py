@@ -257,6 +257,21 @@ def test_rejax_ppo_trains_on_the_legacy_view_with_no_glue():
     assert (returns <= 12 * N_STEPS).all() and (returns >= -7 * N_STEPS).all()
 
 
+def test_rejax_on_the_float64_env_without_x64_names_the_float32_option():
+    """Issue 37 row 4: rejax (a float32 stack) on the default float64 env without x64 got a clear
+    error that did not mention precision="float32", the documented fix."""
+    from rejax import PPO
+
+    with jax.enable_x64(False):
+        env = qg.LegacyStepView(qg.make(**SHORT, oob_mode="clip"))
+        algo = PPO.create(env=env, env_params=env.default_params, num_envs=2, num_steps=4,
+                          num_epochs=1, num_minibatches=1, total_timesteps=8, eval_freq=8,
+                          skip_initial_evaluation=True)
+        with pytest.raises(ValueError, match="needs float64 physics") as info:
+            jax.jit(algo.train)(jax.random.PRNGKey(0))
+    assert 'quantgate_env.gymnax.make(precision="float32")' in str(info.value)
+
+
 @pytest.mark.slow
 def test_rejax_ppo_learns_on_the_gymnax_env():
     """Learning, not just running: rejax PPO's evaluation return rises on the 10-step clip-mode MDP.

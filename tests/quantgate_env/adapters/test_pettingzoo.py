@@ -32,6 +32,25 @@ def test_pettingzoo_parallel_api_test(options):
         parallel_api_test(parallel_env(**options), num_cycles=40)
 
 
+def test_pettingzoo_test_kit_in_discrete_mode_as_the_readme_says():
+    """Issue 37 row 5: parallel_api_test on action_mode="discrete" stops on a masked level with the
+    defaults, and the README named masked_action="execute" only for the seed test. Its PettingZoo
+    section now gives the settings; this runs that block as written, and checks the default fails
+    the way it says."""
+    import pathlib
+    import re
+
+    readme = pathlib.Path(__file__).resolve().parents[3] / "packages" / "quantgate-env" / "README.md"
+    section = readme.read_text().split("**PettingZoo's test kit in discrete mode.**", 1)[1]
+    (block,) = re.findall(r"```python\n(.*?)```", section.split("**Mask rule.**", 1)[0], re.S)
+    assert 'mask_in_obs=True' in block and 'parallel_api_test(parallel_env(action_mode="discrete", masked_action="execute")' in block
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(block, str(readme), "exec"), {})
+    with pytest.raises(ValueError, match=r"actions\['\w+'\]: level \d+ of sample \d+ is masked"):
+        parallel_api_test(parallel_env(action_mode="discrete"), num_cycles=200)
+
+
 @pytest.mark.parametrize(
     "options",
     # the seed test samples without masks: play masked levels under the oob mode instead of raising

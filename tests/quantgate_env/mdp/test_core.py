@@ -158,8 +158,10 @@ def test_float32_env_traces_without_x64_and_is_float32_everywhere(options, x64_o
 
 def test_float64_env_still_refuses_to_trace_without_x64():
     with jax.enable_x64(False):
-        with pytest.raises(ValueError, match=r"GateEnv.reset needs float64 physics"):
+        with pytest.raises(ValueError, match=r"GateEnv.reset needs float64 physics") as info:
             make(**SHORT).reset(KEY, make(**SHORT).default_params)
+    # Issue 37 row 4: rejax users (float32 stacks) met this error without the documented fix.
+    assert 'precision="float32"' in str(info.value) and "jax.enable_x64(True)" in str(info.value)
 
 
 def _jt_trace(amps: np.ndarray, dt: float, precision: str) -> np.ndarray:

@@ -40,7 +40,10 @@ def require_x64(what: str) -> None:
             f"{what} needs float64 physics, but JAX's x64 mode is off (arrays would be float32, "
             "which errs by ~1e-4 in J_T, the level agents optimise). Trace and run it inside "
             "`with jax.enable_x64(True): ...`, or set `jax.config.update('jax_enable_x64', True)` "
-            "once at program start."
+            "once at program start; or, for a JAX RL stack that runs in float32 (rejax, PureJaxRL, "
+            "gymnax or JaxMARL code), build the environment with precision=\"float32\" (e.g. "
+            "quantgate_env.gymnax.make(precision=\"float32\")): float32 physics, renormalised every "
+            "sample, that needs no x64 (J_T within ~1e-7 of float64 on the paper's pulses)."
         )
 
 
