@@ -49,7 +49,9 @@ STEP_SCRIPT = textwrap.dedent(
         shapes.append(list(obs.shape))
         rewards.append(float(reward))
         flags.append([bool(terminated), bool(truncated)])
+    amps, dt = quantgate_env.paper_pulse()  # package data (issue 37 row 6), read from the wheel
     print(json.dumps({{
+        "paper_pulse": [quantgate_env.paper_pulse_path(), len(amps), dt],
         "absent": absent,
         "package_file": quantgate_env.__file__,
         "obs_dtype": str(obs.dtype),
@@ -93,6 +95,8 @@ def test_wheel_installs_and_steps_in_a_fresh_venv(tmp_path_factory):
     assert len(wheels) == 1, f"expected one quantgate_env wheel in {dist}, got {wheels}"
     wheel = wheels[0]
     with zipfile.ZipFile(wheel) as archive:
+        # the paper's pulse and its provenance and licence ship with the package (issue 37 row 6)
+        assert {"quantgate_env/data/RL_pulse.csv", "quantgate_env/data/SOURCES.md"} <= set(archive.namelist())
         metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         requires = [line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
     # Base requirements only: optional extras (e.g. a plotting extra) are not installed by default.
@@ -127,6 +131,8 @@ def test_wheel_installs_and_steps_in_a_fresh_venv(tmp_path_factory):
     assert pathlib.Path(result["package_file"]).is_relative_to(venv), (
         f"quantgate_env was imported from {result['package_file']}, not from the fresh venv {venv}"
     )
+    pulse_file, n_samples, dt = result["paper_pulse"]
+    assert pathlib.Path(pulse_file).is_relative_to(venv) and n_samples == 999 and dt == 0.05
     assert result["shapes"] == [[28]] * 6
     assert result["obs_dtype"] == "float32" and result["obs_finite"]
     assert len(result["rewards"]) == 5 and all(map(_finite, result["rewards"]))

@@ -24,6 +24,32 @@ def test_rl_pulse_reaches_the_paper_gate(rl_trace):
     assert trace["concurrence"][0] < 1
 
 
+def test_the_paper_pulse_ships_with_the_package(pulse_dir, rl_trace):
+    """Issue 37 row 6: the sb3-bridge README pointed to shared/data/paper-pulses/RL_pulse.csv, in
+    no repository or wheel. quantgate-env ships the pulse (byte-exact, with its provenance)."""
+    import hashlib
+    import pathlib
+
+    import quantgate_env
+
+    path = pathlib.Path(quantgate_env.paper_pulse_path())
+    assert path.is_file() and path.parent.name == "data"
+    assert path.read_bytes() == (pulse_dir / "RL_pulse.csv").read_bytes()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in (path.parent / "SOURCES.md").read_text()
+    amps, dt = quantgate_env.paper_pulse()
+    np.testing.assert_array_equal(amps, rl_trace[0])
+    assert dt == rl_trace[1]
+    assert {"paper_pulse", "paper_pulse_path"} <= set(quantgate_env.__all__)
+
+
+def test_no_readme_points_to_a_pulse_outside_the_repository():
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    for readme in [root / "README.md", *sorted(root.glob("packages/*/README.md"))]:
+        assert "shared/data" not in readme.read_text(), f"{readme} points to shared/data"
+
+
 def test_krotov_pulses_nominal_values(pulse_dir):
     good, dt = load_pulse_csv(pulse_dir / "krotov_good_guess_pulse.csv")
     assert good.shape == (5000,) and dt == pytest.approx(0.01)

@@ -20,7 +20,7 @@ from .physics.device import DeviceParams, nominal_device
 from .physics.drift import DRIFT_RANGES, DriftParams
 from .physics.metrics import gate_metrics
 from .tools.grape import RefineResult, refine_pulse
-from .tools.pulses import load_pulse_csv, rollout_pulse, save_pulse_csv
+from .tools.pulses import load_pulse_csv, paper_pulse, paper_pulse_path, rollout_pulse, save_pulse_csv
 
 __version__ = "0.1.0"
 
@@ -43,6 +43,8 @@ __all__ = [
     "make_multi",
     "nominal_device",
     "observation_layout",
+    "paper_pulse",
+    "paper_pulse_path",
     "refine_pulse",
     "rollout_pulse",
     "save_pulse_csv",

@@ -300,7 +300,7 @@ def episode_pulse(episode: Mapping[str, np.ndarray], dt: float | None = None) ->
 
 
 def write_pulse_csv(path, amps: np.ndarray, dt: float, *, overwrite: bool = False) -> None:
-    """Write a pulse in the paper's format (see shared/data/SOURCES.md).
+    """Write a pulse in the paper's format (that of ``quantgate_env.paper_pulse_path()``).
 
     Header ``,amplist,tlist`` (a pandas-style unnamed index), then row 0 = ``0,0.0,0.0`` (the value
     at t = 0, never applied) and row k = ``k,<amps[k-1]>,<k * dt>`` for k = 1..n: sample k-1 is held

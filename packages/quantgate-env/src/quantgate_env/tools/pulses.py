@@ -29,7 +29,7 @@ from ..precision import x64_scope
 from ..validation import choice, finite_array, positive_number
 from .files import atomic_open
 
-__all__ = ["PLAN_MARGIN", "load_pulse_csv", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
+__all__ = ["PLAN_MARGIN", "load_pulse_csv", "paper_pulse", "paper_pulse_path", "save_pulse_csv", "rollout_pulse", "pulse_metrics", "pulse_plan", "PulseTrace"]
 
 
 class PulseTrace(NamedTuple):
@@ -211,6 +211,27 @@ def load_pulse_csv(path: str | os.PathLike) -> tuple[np.ndarray, float]:
             f"{steps.min():.6g}..{steps.max():.6g} ns; expected a uniform positive step"
         )
     return amplist[1:], dt
+
+
+def paper_pulse_path() -> str:
+    """The path of the paper's RL pulse shipped with the package (``quantgate_env/data/RL_pulse.csv``).
+
+    A byte-exact copy of the paper's stored pulse (provenance and licence in
+    ``quantgate_env/data/SOURCES.md``), in the paper's format: pass it to `load_pulse_csv` or to
+    ``quantgate-robustness --pulse`` / ``quantgate-refine``. Installed wheels hold it as a plain
+    file, so the path can be given to any command.
+    """
+    from importlib.resources import files
+
+    return os.fspath(files("quantgate_env").joinpath("data", "RL_pulse.csv"))
+
+
+def paper_pulse() -> tuple[np.ndarray, float]:
+    """The paper's RL pulse: ``(amps, dt)`` = (999,) float64 rad/ns and 0.05 ns (`load_pulse_csv`).
+
+    Its best gate: J_T = 9.4857e-5 at 17.25 ns (sample 345), the figure the README's tour reproduces.
+    """
+    return load_pulse_csv(paper_pulse_path())
 
 
 def save_pulse_csv(path: str | os.PathLike, amps, dt: float, *, overwrite: bool = False) -> None:
