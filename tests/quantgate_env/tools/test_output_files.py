@@ -113,3 +113,53 @@ def test_a_write_error_without_a_file_name_names_the_target(tmp_path, monkeypatc
     assert info.value.errno == errno.ENOSPC
     assert describe_os_error(info.value) == f"{target}: No space left on device"
     assert os.listdir(tmp_path) == []
+
+
+def _read_only(monkeypatch):
+    """mkstemp as on a read-only mount (root passes permission bits, so chmod would not do)."""
+    import errno
+    import tempfile
+
+    def refuse(*args, dir=None, prefix="", suffix="", **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", os.path.join(dir, f"{prefix}x{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("computed before --out was checked")
+
+
+def test_refine_cli_checks_out_before_grape(tmp_path, capsys, pulse_dir, monkeypatch):
+    # Issue 37 row 12: --out into a missing or read-only directory failed after GRAPE (11-19 s),
+    # naming a temporary file; the README says the command checks first.
+    from quantgate_env.tools import refine_cli
+
+    monkeypatch.setattr(refine_cli, "refine_pulse", _never)
+    monkeypatch.setattr(refine_cli, "rollout_pulse", _never)
+    pulse = str(pulse_dir / "RL_pulse.csv")
+    missing = tmp_path / "no_such_dir" / "r.csv"
+    assert refine_cli.main([pulse, "--out", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"quantgate-refine: error: --out: {missing}: cannot write it (No such file or directory)"
+    _read_only(monkeypatch)
+    assert refine_cli.main([pulse, "--out", str(tmp_path / "r.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"quantgate-refine: error: --out: {tmp_path / 'r.csv'}: cannot write it (Read-only file system)"
+    assert os.listdir(tmp_path) == []
+
+
+def test_robustness_cli_checks_out_before_computing(tmp_path, capsys, pulse_dir, monkeypatch):
+    from quantgate_env.tools import robustness_cli
+
+    monkeypatch.setattr(robustness_cli, "pulse_robustness", _never)
+    pulse = str(pulse_dir / "RL_pulse.csv")
+    (tmp_path / "notes.txt").write_text(PRECIOUS)
+    assert robustness_main(["--pulse", pulse, "--n", "1", "--out", str(tmp_path / "notes.txt" / "map")]) == 2
+    assert f"--out: '{tmp_path / 'notes.txt'}' is not a directory" in capsys.readouterr().err
+    _read_only(monkeypatch)
+    for out, named in ((tmp_path, tmp_path / "robustness.npz"), (tmp_path / "maps" / "rl", tmp_path / "maps")):
+        assert robustness_main(["--pulse", pulse, "--n", "1", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"quantgate-robustness: error: --out: {named}: cannot write it (Read-only file system)"
+    assert os.listdir(tmp_path) == ["notes.txt"]

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["atomic_open", "describe_os_error", "json_text"]
+__all__ = ["atomic_open", "check_writable", "describe_os_error", "json_text"]
 
 
 def _user_file_mode() -> int:
@@ -86,6 +86,28 @@ def atomic_open(path: str | os.PathLike, *, overwrite: bool = False, binary: boo
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Check that `atomic_open(path)` can create its file, before expensive work (GRAPE, a map).
+
+    Behaviour, not permission bits: it creates and removes the temporary file the write would
+    create, so a missing directory, a read-only filesystem or a path through a file are found,
+    also for root (for whom ``os.access`` says yes to a read-only mount).
+
+    Raises:
+        OSError: naming `path` (not the temporary file), e.g. ``out/r.csv: cannot write it
+            (Read-only file system)`` through `describe_os_error`.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as err:
+        raise _named(err, path, temp=True) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
 
 
 def _named(err: OSError, path: str, *, temp: bool = False) -> OSError:

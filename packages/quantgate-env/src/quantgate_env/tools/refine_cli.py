@@ -6,7 +6,8 @@
 Reads a pulse in the paper's CSV format (columns ``tlist``, ``amplist``), truncates it at the gate
 time (default: the time of its minimum J_T on the nominal device), refines it with
 ``quantgate_env.refine_pulse`` and writes the refined, truncated pulse in the same format. An
-existing output file is never overwritten.
+existing output file is never overwritten, and ``--out`` is checked (exists? can its directory take a
+new file?) before the pulse is read or GRAPE compiles.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 import numpy as np
 
 from ..physics.device import nominal_device
+from .files import check_writable, describe_os_error
 from .grape import AMP_BOUND, refine_pulse
 from .pulses import CSV_FIRST_SAMPLE_LINE, load_pulse_csv, pulse_plan, rollout_pulse, save_pulse_csv
 
@@ -54,6 +56,10 @@ def _check_flags(args) -> None:
         raise ValueError(f"--gate-time: expected a positive time in ns, got {args.gate_time}")
     if os.path.exists(args.out):
         raise ValueError(f"--out: {args.out!r} already exists; choose a new file name")
+    try:  # a missing or read-only directory is found now, not after GRAPE's 10-20 s
+        check_writable(args.out)
+    except OSError as err:
+        raise ValueError(f"--out: {describe_os_error(err)}") from None
 
 
 def _load(path: str) -> tuple[np.ndarray, float]:
@@ -108,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     except FileExistsError as err:  # created by someone else while refining
         print(f"{parser.prog}: error: --out: {args.out!r} already exists ({err.strerror}); nothing written", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as err:
+    except ValueError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a write that failed after the check (a full disk): the file is named
+        print(f"{parser.prog}: error: --out: {describe_os_error(err)}", file=sys.stderr)
         return 2
     print(
         f"gate time {n * dt:.4g} ns ({n} samples of {dt:g} ns): J_T before {result.JT_initial:.4e}, "

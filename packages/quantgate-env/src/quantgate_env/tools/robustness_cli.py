@@ -20,7 +20,7 @@ import sys
 from ..mdp.single_line import make
 from ..physics.device import nominal_device
 from ..physics.drift import DRIFT_RANGES
-from .files import atomic_open, describe_os_error, json_text
+from .files import atomic_open, check_writable, describe_os_error, json_text
 from .pulses import load_pulse_csv, pulse_plan
 from .robustness import MAX_GRID_N, detuning_grid, policy_robustness, pulse_robustness, resolve_half_width
 
@@ -103,7 +103,27 @@ def _check_args(args) -> tuple[float, object]:
                          "choose a new directory")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out: {args.out!r} exists and is not a directory")
+    _check_out_dir(args.out)
     return half_width, env
+
+
+def _check_out_dir(out: str) -> None:
+    """--out can take the map's files: checked now, before anything loads or is computed.
+
+    An existing directory must accept new files; otherwise its nearest existing ancestor must
+    accept the first directory `os.makedirs` will create. The probe creates and removes a
+    temporary file (`files.check_writable`), so a read-only mount is found also for root.
+    """
+    target = os.path.abspath(out)
+    probe = os.path.join(target, OUTPUT_FILES[0])
+    while not os.path.exists(target):
+        target, probe = os.path.dirname(target), target
+    if not os.path.isdir(target):
+        raise ValueError(f"--out: {target!r} is not a directory, so {out!r} cannot be created")
+    try:
+        check_writable(probe)
+    except OSError as err:
+        raise ValueError(f"--out: {describe_os_error(err)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
