@@ -201,3 +201,40 @@ def test_a_bad_time_budget_is_named(tmp_path, bad):
     with pytest.raises(ValueError, match="time_budget: expected a positive finite number"):
         trainer.train("ppo", TOY_ENV, out=str(tmp_path), time_budget=bad, **ARGS)
     assert not os.listdir(tmp_path)
+
+
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_the_resume_finishes(tmp_path):
+    """Issue 37 row 8: a SIGINT gave exit 130 and a 30-line KeyboardInterrupt traceback.
+
+    Now one line names the checkpoint a resume starts from and the command; that command (parsed
+    with the real parser, then run) finishes the run to the uninterrupted run's files.
+    """
+    import shlex
+    import signal
+
+    from .killed_run import train_then_signal
+
+    long = [a if a != str(512 * 30) else str(512 * 400) for a in FLAGS]  # long enough to catch
+    dirs, code, err = train_then_signal(long, tmp_path / "cut", signal.SIGINT)
+    assert code == 130
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    run_dir = str(dirs[0])
+    _, header = read_checkpoint(os.path.join(run_dir, "checkpoint.npz"))
+    assert lines[0].startswith(f"jaxrl-train: interrupted; {run_dir} resumes from its checkpoint "
+                               f"at step {header['meta']['step']:,}")
+    argv = shlex.split(lines[0].rsplit("(bit-identically): ", 1)[1])
+    argv = argv[argv.index("jaxrl-train") + 1:]
+    assert cli.build_parser("ppo").parse_args(argv).resume == run_dir
+    assert cli.main([*argv, "--progress", "off"]) == 0
+    assert cli.main([*long, "--out", str(tmp_path / "full")]) == 0
+    compare = _compare_runs()
+    for a, b in zip(sorted((tmp_path / "full").iterdir()), dirs):
+        n, diffs, _ = compare.compare_run(str(a), str(b))
+        assert n > 0 and diffs == [], diffs
+
+
+def test_ctrl_c_before_a_run_exists_is_one_line():
+    """Without a run directory there is nothing to resume, and the line says so."""
+    assert cli.interrupted_line(KeyboardInterrupt()) == \
+        "jaxrl-train: interrupted before the run started (nothing was written)"

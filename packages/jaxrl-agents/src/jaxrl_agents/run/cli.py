@@ -42,7 +42,7 @@ from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, make
 from .flags import ConfigHelpFormatter, add_config_flags
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "interrupted_line"]
 
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
 # Options a resume takes from its own command line; the rest comes from the run's config.json.
@@ -118,6 +118,21 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
 
     add_config_flags(fields, cfg_cls, skip=("total_steps",), activation_choices=sorted(ACTIVATIONS))
     return p
+
+
+def interrupted_line(e: KeyboardInterrupt) -> str:
+    """What ``jaxrl-train`` prints on Ctrl-C: where the run stands and the command that continues it."""
+    from .commands import suggest
+
+    run_dirs = getattr(e, "run_dirs", None)
+    if not run_dirs:
+        return "jaxrl-train: interrupted before the run started (nothing was written)"
+    step = getattr(e, "checkpoint_step", 0)
+    if not step:
+        return (f"jaxrl-train: interrupted before the first checkpoint of {run_dirs[0]}: "
+                f"nothing to resume; start the run again")
+    return (f"jaxrl-train: interrupted; {run_dirs[0]} resumes from its checkpoint at step "
+            f"{step:,} (bit-identically): {suggest(['jaxrl-train', '--resume', run_dirs[0]]).text}")
 
 
 def _is_staged_run(path: str) -> bool:
@@ -198,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     except trainer.NonFiniteError as e:
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as e:  # Ctrl-C: one line, and how to go on (exit 130, as a shell's)
+        print(interrupted_line(e), file=sys.stderr, flush=True)
+        return 130
     except OSError as e:  # --out not writable, a full disk: atomic writes lost nothing
         print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
               f"intact)", file=sys.stderr)

@@ -1,11 +1,11 @@
-"""What a run returns (`TrainResult`) and how it stops on non-finite values (`NonFiniteError`)."""
+"""What a run returns (`TrainResult`), how it stops on non-finite values (`NonFiniteError`) or Ctrl-C."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-__all__ = ["TrainResult", "NonFiniteError"]
+__all__ = ["TrainResult", "NonFiniteError", "TrainingInterrupted"]
 
 
 @dataclasses.dataclass
@@ -48,3 +48,21 @@ class NonFiniteError(FloatingPointError):
         self.update, self.step, self.seeds = update, step, seeds
         self.checkpoint_update, self.run_dirs = checkpoint_update, run_dirs
 
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) while a run trained: where it stands, so the command can say how to go on.
+
+    A KeyboardInterrupt still (``except KeyboardInterrupt`` catches it). Every file on disk is
+    whole (atomic writes); the updates after the last checkpoint are recomputed by a resume, bit
+    for bit.
+
+    Attributes:
+        run_dirs: the run directories of the group (or the staged run's directory).
+        checkpoint_step: environment steps of the checkpoint a resume starts from (0: none yet:
+            the run must start again).
+    """
+
+    def __init__(self, run_dirs: list[str], checkpoint_step: int):
+        super().__init__(f"interrupted; checkpoint at step {checkpoint_step}")
+        self.run_dirs, self.checkpoint_step = list(run_dirs), checkpoint_step

@@ -45,11 +45,11 @@ from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV
 from .checks import check_stop_after, check_time_budget
 from .records import decade_crossed, report_every_updates
-from .results import NonFiniteError, TrainResult
+from .results import NonFiniteError, TrainingInterrupted, TrainResult
 from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG
 from .session import Session, plan_new_run
 
-__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "Session", "RUN_CONFIG",
+__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "TrainingInterrupted", "Session", "RUN_CONFIG",
            "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "decade_crossed", "report_every_updates"]
 
 
@@ -120,7 +120,16 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
 
             return train_parallel(plan)
     with Session.start(plan) as session:
+        return _interruptible(session, stop_after, time_budget)
+
+
+def _interruptible(session: Session, stop_after: int | None, time_budget: float | None):
+    """`session.advance`, with Ctrl-C turned into `TrainingInterrupted` (where a resume starts)."""
+    try:
         return session.advance(stop_after, time_budget)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(session.run_dirs,
+                                  session.checkpoint_update * session.rollout_size) from None
 
 
 def resume(run_dir: str, env: Any = None, progress: str | None = None,
@@ -155,4 +164,4 @@ def resume(run_dir: str, env: Any = None, progress: str | None = None,
     stop_after = check_stop_after(stop_after)
     time_budget = check_time_budget(time_budget)
     with Session.resume(run_dir, env, progress, total_steps) as session:
-        return session.advance(stop_after, time_budget)
+        return _interruptible(session, stop_after, time_budget)

@@ -76,6 +76,7 @@ def staged_main(argv: list[str], started: float | None = None) -> int:
 
     budget = (None if args.minutes is None
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
+    run = None
     try:
         if resuming:
             run = StagedRun.resume(args.resume, progress=progress)
@@ -92,6 +93,15 @@ def staged_main(argv: list[str], started: float | None = None) -> int:
     except NonFiniteError as e:
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the command that goes on (exit 130)
+        from ..run.commands import suggest
+
+        top = None if run is None else run.top
+        print("jaxrl-train: interrupted before the run started (nothing was written)" if top is None
+              else f"jaxrl-train: interrupted; the staged run resumes where its open stage last "
+              f"checkpointed (bit-identically): "
+              f"{suggest(['jaxrl-train', '--resume', top]).text}", file=sys.stderr, flush=True)
+        return 130
     except OSError as e:
         print(f"jaxrl-train: error: {describe_os_error(e)} (every file written before is "
               f"intact)", file=sys.stderr)
