@@ -1,6 +1,8 @@
 """Bad input and faults (issue 12): every case of the probe is a named error raised in Python before
 anything compiles, and the settings a user would reasonably run stay accepted."""
 
+import re
+
 import gymnasium
 import numpy as np
 import pytest
@@ -83,6 +85,27 @@ def test_pulse_beyond_the_bound_names_dt_or_the_sample(tmp_path):
     amps, dt = load_pulse_csv(path)
     with pytest.raises(ValueError, match=r"big.csv' line 4 \(amplist\): 100000.0 rad/ns"):
         pulse_plan(amps, dt, [quantgate_env.nominal_device()], csv_path=path)
+
+
+def test_a_huge_sample_names_its_own_line_value_and_the_real_bound(tmp_path, capsys):
+    # Issue 37 row 13: the bisection for the largest |u| ran 60 halvings of [0, peak], which for a
+    # peak of 1e30 never got below ~1e12: the error named sample 0's line, its value, and
+    # "expected |u| <= 0".
+    path = _csv(tmp_path / "huge.csv", "tlist,amplist\n0,0\n0.05,1\n0.1,2\n0.15,1e30\n0.2,1\n")
+    amps, dt = load_pulse_csv(path)
+    for peak in (1e30, 1e300):
+        amps[2] = peak
+        with pytest.raises(ValueError, match=rf"huge.csv' line 5 \(amplist\): {re.escape(repr(peak))} rad/ns .*"
+                                             rf"expected \|u\| <= 3640 rad/ns at this dt$"):
+            pulse_plan(amps, dt, [quantgate_env.nominal_device()], csv_path=path)
+    amps[2] = 1e30
+    with pytest.raises(ValueError, match=r"^amps\[2\]: 1e\+30 rad/ns .*expected \|u\| <= 3640 rad/ns"):
+        rollout_pulse(amps, dt=dt)
+    # and the command a user runs: one line naming the flag, the file, the line and the bound
+    assert refine_main([str(path), "--out", str(tmp_path / "r.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"pulse: '{path}' line 5 (amplist): 1e+30 rad/ns" in err
+    assert "expected |u| <= 3640 rad/ns" in err
 
 
 # ---- 8. the command-line tools: one-line errors naming the flag, before anything compiles -------

@@ -87,9 +87,14 @@ def pulse_plan(amps: np.ndarray, dt: float, devices: Sequence[DeviceParams], *, 
             f"{MAX_THETA / base * dt:.3g} ns"
         )
     # theta grows with |u|, so the first offending sample is the first whose |u| exceeds the
-    # largest allowed magnitude; bisect for that magnitude (only on this error path)
-    lo, hi = 0.0, peak
-    for _ in range(60):
+    # largest allowed magnitude; bisect for that magnitude (only on this error path). Bracket it
+    # first by doubling from 1 rad/ns: a bisection of [0, peak] alone cannot reach a bound of
+    # ~3600 rad/ns from a peak of 1e30 in 60 halvings (it reported "|u| <= 0" and sample 0).
+    lo, hi = 0.0, 1.0
+    while hi < peak and theta(hi) <= MAX_THETA:
+        lo, hi = hi, 2.0 * hi
+    hi = min(hi, peak)
+    for _ in range(60):  # hi - lo halves each time: from at most lo (a doubling) to 1e-18 of it
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if theta(mid) <= MAX_THETA else (lo, mid)
     k = int(np.argmax(np.abs(amps) > lo))
