@@ -16,7 +16,7 @@ gives 2^-24 when XLA fuses it into an FMA and 0 when it cannot.
 `FIXTURE_TESTS` accounts for every test file that reads a committed fixture (the files
 ``grep -rlE "tests/data|FIXTURE|fixtures" tests`` lists): what of it runs here, or why nothing does.
 The selection is the smallest that covers each kind of comparison with a fixture (about 20 s of
-CPU: 36 s of wall-clock on 2 cores shared with two training runs).
+CPU; 36 s of wall-clock on 2 cores at a load average of 9).
 """
 
 from __future__ import annotations
