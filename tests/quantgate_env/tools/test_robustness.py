@@ -129,3 +129,42 @@ def test_cli_writes_map_summary_and_png_and_never_overwrites(tmp_path, pulse_dir
 def test_bad_ranges(bad, match):
     with pytest.raises(ValueError, match=match):
         detuning_grid(bad)
+
+
+SHORT_ENV = dict(pulse_length=30, T=1.5)
+
+
+def _zeros(obs):
+    return np.zeros((obs.shape[0], 3))
+
+
+@pytest.mark.parametrize("case, match", [
+    ("nan", r"^act: at step 0, for a \(5, 28\) batch of observations: expected finite actions, got NaN or inf "
+            r"for 5 of 5 devices"),
+    ("shape", r"^act: at step 0, for a \(5, 28\) batch of observations: expected actions of shape \(5, 3\) .*"
+              r"got shape \(3,\)"),
+    ("multi", r"^env: expected a single-line quantgate_env.GateEnv .* got MultiGateEnv .*one policy per line"),
+    ("string", r"^env: expected a single-line quantgate_env.GateEnv .* got str 'quantgate_env:make' \(a name"),
+    ("not callable", r"^act: expected a callable .* got ndarray"),
+])
+def test_policy_tools_name_the_bad_argument(case, match):
+    """Issue 37 row 14: a NaN policy, a (3,)-shaped act, a multi-line env or a string env gave
+    numpy's ("All-NaN slice encountered") or jax's (vmap sizes, AttributeError) messages."""
+    from quantgate_env import make, make_multi
+
+    act, env = _zeros, make(**SHORT_ENV)
+    if case == "nan":
+        act = lambda obs: np.full((obs.shape[0], 3), np.nan)  # noqa: E731
+    elif case == "shape":
+        act = lambda obs: np.zeros(3)  # noqa: E731
+    elif case == "multi":
+        env = make_multi(**SHORT_ENV)
+    elif case == "string":
+        env = "quantgate_env:make"
+    elif case == "not callable":
+        act = np.zeros(3)
+    with pytest.raises(ValueError, match=match):
+        policy_validation(act, env=env, count=4)
+    if case in ("multi", "string", "not callable"):  # the map checks the same arguments
+        with pytest.raises(ValueError, match=match):
+            policy_robustness(act, env=env, n=1)

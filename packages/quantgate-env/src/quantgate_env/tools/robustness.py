@@ -247,7 +247,7 @@ def policy_robustness(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
         ``RobustnessMap`` over the devices of ``detuning_grid``; the gate time is the nominal
         device's best step, and a device truncated before it counts J_T = 1 there.
     """
-    env = make() if env is None else env
+    env = _check_policy_args(act, env)
     devices, offsets = detuning_grid(half_width_mhz, n)
     jt, times = _policy_episodes(act, env, devices)
     stop, at_gate = _at_nominal_best(jt, _nominal_index(offsets))
@@ -265,8 +265,14 @@ def policy_validation(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
     Returns:
         {"gate_time_ns", "median_JT", "worst_JT" (over the `count` drawn devices, the nominal one
         left out), "count", "seed", "half_width_mhz"}.
+
+    Raises:
+        ValueError: naming the argument: `act` not callable, or returning actions that are not a
+            finite (B, K) array of real numbers for a (B, obs_dim) batch (checked at every step,
+            before the environment plays them); `env` not a single-line ``GateEnv`` (a
+            multi-line env, a "module:factory" string); bad `half_width_mhz`, `count`, `seed`.
     """
-    env = make() if env is None else env
+    env = _check_policy_args(act, env)
     devices, _ = detuning_sample(half_width_mhz, count, seed)
     jt, times = _policy_episodes(act, env, devices)
     stop, at_gate = _at_nominal_best(jt, 0)
@@ -275,15 +281,50 @@ def policy_validation(act: Callable[[np.ndarray], np.ndarray], *, env: GateEnv |
             "half_width_mhz": resolve_half_width(half_width_mhz)}
 
 
+def _check_policy_args(act, env) -> GateEnv:
+    """`env` (default: the paper's), after checking that `act` is callable and `env` a GateEnv."""
+    if not callable(act):
+        raise ValueError(f"act: expected a callable mapping a (B, obs_dim) float32 batch of observations "
+                         f"to (B, K) actions, got {type(act).__name__} {act!r:.80}")
+    if env is None:
+        return make()
+    if not isinstance(env, GateEnv):
+        hint = (" (a name: build the environment first, e.g. quantgate_env.make(...))" if isinstance(env, str)
+                else " (the robustness tools play one policy on the coupler line; a multi-line env has "
+                     "one policy per line)" if type(env).__name__ == "MultiGateEnv" else "")
+        raise ValueError(f"env: expected a single-line quantgate_env.GateEnv (quantgate_env.make(...)) or None, "
+                         f"got {type(env).__name__} {env!r:.80}{hint}")
+    return env
+
+
+def _checked_actions(action, n_devices: int, n_samples: int, obs_dim: int, step: int) -> np.ndarray:
+    """`act`'s output as a (B, K) float64 array, or a ValueError naming ``act`` and the step."""
+    got = np.asarray(action)
+    where = f"act: at step {step}, for a ({n_devices}, {obs_dim}) batch of observations:"
+    if got.shape != (n_devices, n_samples):
+        raise ValueError(f"{where} expected actions of shape ({n_devices}, {n_samples}) (one row of K = {n_samples} "
+                         f"samples per device), got shape {got.shape}")
+    if got.dtype.kind not in "iuf":
+        raise ValueError(f"{where} expected real numbers, got dtype {got.dtype}")
+    bad = ~np.isfinite(got).all(axis=1)
+    if bad.any():
+        raise ValueError(f"{where} expected finite actions, got NaN or inf for {int(bad.sum())} of {n_devices} "
+                         f"devices (first: device {int(np.argmax(bad))}, {got[np.argmax(bad)].tolist()}); a policy "
+                         f"whose parameters went non-finite?")
+    return got.astype(np.float64)
+
+
 def _policy_episodes(act, env: GateEnv, devices: DeviceParams) -> tuple[np.ndarray, np.ndarray]:
     """(J_T (B, steps), NaN once a device's episode was truncated; times (steps,), ns)."""
     step, reset_to = _batched_step(env)
     jts, alive_steps, times = [], [], []
+    n_devices, n_samples = len(devices.omega_q), env.action_space.shape[0]
     with x64_scope():
         obs, state = reset_to(devices)
-        alive = np.ones(len(devices.omega_q), dtype=bool)
-        for _ in range(env.max_episode_steps):
-            action = np.asarray(act(np.asarray(obs, dtype=np.float32)), dtype=np.float64)
+        alive = np.ones(n_devices, dtype=bool)
+        for s in range(env.max_episode_steps):
+            action = _checked_actions(act(np.asarray(obs, dtype=np.float32)), n_devices, n_samples,
+                                      env.observation_space.shape[0], s)
             obs, state, reward, term, trunc, info = step(jax.random.PRNGKey(0), state, jnp.asarray(action), env.eval_params)
             jts.append(np.asarray(info["JT"]))
             alive_steps.append(alive.copy())
