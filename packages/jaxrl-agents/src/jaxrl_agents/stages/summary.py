@@ -94,7 +94,10 @@ def staged_summary_block(result: StagedResult, recipe, evaluation_format=None,
     lines.append(f"  best policy  {os.path.join(result.top, 'best_policy')}")
     if not result.finished:
         again = ["--minutes", f"{minutes:g}"] if minutes is not None else []
-        lines.append(f"  resume {suggest(['jaxrl-train', '--resume', result.top, *again]).text}")
+        ended = {a["stage"] for a in result.attempts if a["end"] not in (None, TEST_FAILED)}
+        left = [s.name for i, s in enumerate(recipe.stages) if i not in ended]
+        lines.append(f"  resume {suggest(['jaxrl-train', '--resume', result.top, *again]).text}"
+                     f"   (goes on: {', '.join(left)})")
     if recipe.goes_further:
         lines.append(f"  further  {recipe.goes_further}")
     return "\n".join(lines)
