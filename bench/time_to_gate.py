@@ -44,7 +44,7 @@ BENCH_JSON = "bench.json"  # per seed, in <out>/s<seed>/: process wall time and 
 
 
 def _runs(out: str, preset: str) -> dict[int, str]:
-    """seed -> its staged run directory under ``<out>/s<seed>/`` (the newest when several)."""
+    """Map each seed to its staged run directory under ``<out>/s<seed>/`` (the newest when several)."""
     found: dict[int, str] = {}
     for path in sorted(glob.glob(os.path.join(out, "s*", f"{preset}_*_s*", "staged_run.json"))):
         with open(path) as f:

@@ -156,7 +156,6 @@ class Recipe:
             the start of the run, every attempt included), in decreasing order.
         reference: (score, words): the result the recipe is measured against, printed beside the
             run's best in its summary; None: none.
-        goes_further: a sentence naming the command that goes further than this recipe, or "".
     """
 
     name: str
@@ -165,7 +164,6 @@ class Recipe:
     stages: tuple[Stage, ...]
     thresholds: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
     reference: tuple[float, str] | None = None
-    goes_further: str = ""
 
     def __post_init__(self):
         if not self.stages or not all(isinstance(s, Stage) for s in self.stages):
@@ -201,8 +199,7 @@ class Recipe:
         return {"name": self.name, "summary": self.summary, "env_options": dict(self.env_options),
                 "stages": [s.to_dict() for s in self.stages],
                 "thresholds": list(self.thresholds),
-                "reference": None if self.reference is None else list(self.reference),
-                "goes_further": self.goes_further}
+                "reference": None if self.reference is None else list(self.reference)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Recipe:
@@ -212,8 +209,7 @@ class Recipe:
             return cls(name=d["name"], summary=d["summary"], env_options=dict(d["env_options"]),
                        stages=tuple(Stage.from_dict(s) for s in d["stages"]),
                        thresholds=tuple(d["thresholds"]),
-                       reference=None if ref is None else (float(ref[0]), str(ref[1])),
-                       goes_further=d.get("goes_further", ""))
+                       reference=None if ref is None else (float(ref[0]), str(ref[1])))
         except (KeyError, TypeError, IndexError) as e:
             raise ValueError(f"recipe: expected the fields of Recipe.to_dict, got {d!r} ({e})") \
                 from None

@@ -2,16 +2,20 @@
 
 ::
 
-    staged run gate finished: 14,254,080 steps in 9m12s over 3 stages (4 attempts)
-      stage 1 explore  ppo   attempt 1 set aside at 2,506,752 steps (best 2.3e-02, not < 0.01)
-      stage 1 explore  ppo   attempt 2: 5,013,504 steps, best 9.6e-04 (< 0.001: next stage)
-      ...
-      best   minJT=6.1e-05@15.9ns ... at step 1818624 of stage 3 polish
-      bar    the paper's RL gate: J_T 9.486e-5 at 17.25 ns: beaten (6.1e-05)
-      reached  1e-02 after 3.9M steps, 4m02s | 1e-03 ... | 9.486e-05 after 11.2M steps, 8m31s
-      run    runs/gate_20261206-120000_s11
-      resume jaxrl-train --resume runs/gate_20261206-120000_s11       (when stopped)
-      further  jaxrl-train --preset gate ...
+    staged run gate stopped at the time budget (--minutes 5): 4,505,600 steps in 5m01s over 1 of 2
+    stages (2 attempts)
+      stage 1 explore  ppo   attempt 1 set aside at 2,506,752 steps (best 2.30e-02, not < 0.01)
+      stage 1 explore  ppo   attempt 2: 1,998,848 steps so far, best 8.10e-04
+      best   minJT=8.100e-04@16.9ns  firstPE=5.25ns  1-U=1.1e-03 at step 1998848 of stage 1
+             explore (4,505,600 steps into the run)
+      bar    the paper's RL gate, J_T 9.486e-5 at 17.25 ns: not yet (8.100e-04)
+      reached  0.01 after 3.71M steps, 4m05s | 0.001 after 4.41M steps, 4m55s | ...
+      run    runs/gate_20261206-120000_s7
+      best policy  runs/gate_20261206-120000_s7/best_policy
+      further  uv run jaxrl-train --resume runs/gate_20261206-120000_s7   (the rest of the
+               recipe: explore, polish; --minutes M for a slice)
+
+(figures illustrative; a finished run has no ``further`` line).
 """
 
 from __future__ import annotations
@@ -93,11 +97,10 @@ def staged_summary_block(result: StagedResult, recipe, evaluation_format=None,
     lines.append(f"  run    {result.top}")
     lines.append(f"  best policy  {os.path.join(result.top, 'best_policy')}")
     if not result.finished:
-        again = ["--minutes", f"{minutes:g}"] if minutes is not None else []
+        # The command that goes further: the same run, to the end of its recipe (a --minutes
+        # budget belongs to the command that typed it, so the resume is not capped).
         ended = {a["stage"] for a in result.attempts if a["end"] not in (None, TEST_FAILED)}
         left = [s.name for i, s in enumerate(recipe.stages) if i not in ended]
-        lines.append(f"  resume {suggest(['jaxrl-train', '--resume', result.top, *again]).text}"
-                     f"   (goes on: {', '.join(left)})")
-    if recipe.goes_further:
-        lines.append(f"  further  {recipe.goes_further}")
+        lines.append(f"  further  {suggest(['jaxrl-train', '--resume', result.top]).text}   "
+                     f"(the rest of the recipe: {', '.join(left)}; --minutes M for a slice)")
     return "\n".join(lines)
