@@ -173,3 +173,20 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
                             _arrays(os.path.join(d_res, "checkpoint.npz")))
         _assert_same_arrays(_arrays(os.path.join(d_full, "last_policy", "a0", "params.npz")),
                             _arrays(os.path.join(d_res, "last_policy", "a0", "params.npz")))
+
+
+def test_a_run_trained_on_a_parallel_env_s_core_resumes(tmp_path):
+    """Issue 35: open and resume built the environment by two roads.
+
+    A ParallelEnv factory exposing ``env.core`` trains on the core (n_envs > 1); resume loaded the
+    factory's ParallelEnv instead and could not continue. Both now take the registry's one road.
+    """
+    env = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"
+    part = _run(tmp_path / "part", stop_after=5, algo="ippo", env=env)
+    full = _run(tmp_path / "full", algo="ippo", env=env)
+    resumed = trainer.resume(part.run_dirs[0], progress="off")
+    assert resumed.finished
+    for d_full, d_res in zip(full.run_dirs, part.run_dirs):
+        assert _rows(d_full) == _rows(d_res)
+        _assert_same_arrays(_arrays(os.path.join(d_full, "checkpoint.npz")),
+                            _arrays(os.path.join(d_res, "checkpoint.npz")))

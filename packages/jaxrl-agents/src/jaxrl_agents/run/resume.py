@@ -14,9 +14,8 @@ import contextlib
 import os
 from typing import Any
 
-from ..common.envs import check_env, load_env
 from ..common.fileio import lock_directory
-from .algorithms import make_config
+from .algorithms import get_algorithm, make_config
 from .checkpoint import load_checkpoint, read_checkpoint
 from .checks import check_pos_int, check_progress
 from .loop import Run
@@ -107,13 +106,16 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")
     history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
+    if env is None and rc["env"] is None:
+        raise ValueError("env: this run was started with an environment object; pass the "
+                         "same object as resume(run_dir, env=...)")
+    # The road a new run took (session.plan_new_run): the registry entry builds and checks the
+    # environment, so an IPPO run trained on a ParallelEnv's functional core resumes on the core.
+    _, env = get_algorithm(rc["algo"]).environment(rc["env"] if env is None else env,
+                                                   rc["env_options"], cfg)
     if env is None:
-        if rc["env"] is None:
-            raise ValueError("env: this run was started with an environment object; pass the "
-                             "same object as resume(run_dir, env=...)")
-        env = load_env(rc["env"], rc["env_options"])
-    else:
-        check_env(env)
+        raise ValueError(f"resume: {run_dir!r} trains a PettingZoo ParallelEnv stepped from "
+                         f"Python, which cannot resume")
     run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]), run_dirs,
               rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"),
               tensorboard)
