@@ -57,6 +57,13 @@ def _assert_same_arrays(a, b):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+def _assert_same_run_files(d_full, d_res):
+    """The rows (without wall times), checkpoint and evaluations of two run directories agree."""
+    assert _rows(d_full) == _rows(d_res)
+    for name in ("checkpoint.npz", "evals.npz"):
+        _assert_same_arrays(_arrays(os.path.join(d_full, name)), _arrays(os.path.join(d_res, name)))
+
+
 def test_run_directory_of_a_compiled_ippo_run(tmp_path):
     res = _run(tmp_path)
     assert res.finished and len(res.run_dirs) == 2
@@ -95,11 +102,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     resumed = trainer.resume(part.run_dirs[0], progress="off")
     assert resumed.finished
     for d_full, d_res in zip(full.run_dirs, part.run_dirs):
-        assert _rows(d_full) == _rows(d_res)
-        _assert_same_arrays(_arrays(os.path.join(d_full, "checkpoint.npz")),
-                            _arrays(os.path.join(d_res, "checkpoint.npz")))
-        _assert_same_arrays(_arrays(os.path.join(d_full, "evals.npz")),
-                            _arrays(os.path.join(d_res, "evals.npz")))
+        _assert_same_run_files(d_full, d_res)
         for which in ("best_policy", "last_policy"):
             for a in ("a0", "a1"):
                 _assert_same_arrays(
@@ -187,6 +190,4 @@ def test_a_run_trained_on_a_parallel_env_s_core_resumes(tmp_path):
     resumed = trainer.resume(part.run_dirs[0], progress="off")
     assert resumed.finished
     for d_full, d_res in zip(full.run_dirs, part.run_dirs):
-        assert _rows(d_full) == _rows(d_res)
-        _assert_same_arrays(_arrays(os.path.join(d_full, "checkpoint.npz")),
-                            _arrays(os.path.join(d_res, "checkpoint.npz")))
+        _assert_same_run_files(d_full, d_res)
