@@ -2,7 +2,8 @@
 
 A campaign file (``campaigns/<name>.toml``, `spec`) lists entries: an algorithm, a preset and its
 overrides, environment options, seeds and a step budget, and optionally the entry whose best
-policy each seed fine-tunes from. ``python -m scripts.campaign run FILE`` (`runner`) starts every
+policy each seed fine-tunes from; or a staged recipe (``jaxrl-train --preset gate``), each seed one
+staged run. ``python -m scripts.campaign run FILE`` (`runner`) starts every
 run that does not exist yet and continues every interrupted one with ``jaxrl-train --resume``;
 after each run stops, finished or not, `summary` writes a small JSON summary and the best pulses
 as CSVs into the campaign's committed folder. ``python -m scripts.campaign page`` (`page`)

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         campaign = load_campaign(args.campaign)
         if args.command == "summarize":
-            from .rundirs import find_run_dir
+            from .rundirs import find_run_dir, find_staged_dir, staged_has_progress
             from .summary import write_summary
 
             for name in args.entry or ():
@@ -62,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             for entry, seed in campaign.schedule():
                 if (args.entry and entry.name not in args.entry) or (args.seed and seed not in args.seed):
                     continue
-                run_dir = find_run_dir(campaign.run_parent(entry, seed))
+                parent = campaign.run_parent(entry, seed)
+                if entry.staged:
+                    run_dir = find_staged_dir(parent)
+                    if run_dir is not None and not staged_has_progress(run_dir):
+                        run_dir = None  # no attempt has trained yet: nothing to summarise
+                else:
+                    run_dir = find_run_dir(parent)
                 if run_dir is not None:
                     print(write_summary(campaign, entry, seed, run_dir))
             return 0

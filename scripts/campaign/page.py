@@ -16,14 +16,12 @@ import statistics
 
 import numpy as np
 
-from .summary import PAPER_GATE_NS, THRESHOLDS
+from .summary import PAPER_GATE_NS, PAPER_JT, THRESHOLDS, threshold_key
 
 __all__ = ["load_summaries", "link_sources", "write_page"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAPER_RL_PULSE = os.path.join(ROOT, "tests", "data", "paper-pulses", "RL_pulse.csv")
-# Cited, not measured here (../shared/spec/reference-results.md, section 7).
-PAPER_JT = 9.486e-5  # the paper's stored pulse, re-propagated exactly in float64
 AIM_JT = 9.0e-5  # issue 21: clearly below the paper's gate
 MEDIAN_AIM_SEEDS = 8  # issue 21: the median over at least this many seeds ...
 TIME_AIM_S = 30 * 60.0  # ... and the median seed's time to J_T < 1e-4, on 2 cores
@@ -88,8 +86,12 @@ def _link(s: dict, gate: str, rel) -> str:
     return f"[{text}]({rel(os.path.join(s['_dir'], g['pulse_csv']))})" if "pulse_csv" in g else text
 
 
-def _to(s: dict, threshold: float) -> tuple[int | None, float | None]:
+def _to(s: dict, threshold: float) -> tuple[int | None, float | None] | None:
     """(steps, wall s) from scratch until the run's chain first reached `threshold`.
+
+    (None, None): never reached. None: not known, because a summary of the chain does not record
+    this threshold (written before `THRESHOLDS` held it) and no larger threshold it records was
+    left unreached.
 
     A fine-tuning run counts its source's run up to the best policy it started from; where that
     source (``s["_source"]``, attached by `link_sources`) had already reached the threshold, the
@@ -97,10 +99,15 @@ def _to(s: dict, threshold: float) -> tuple[int | None, float | None]:
     """
     source = s.get("_source")
     if source is not None:
-        steps, wall = _to(source, threshold)
-        if steps is not None:
-            return steps, wall
-    hit = s["thresholds"].get(f"{threshold:.0e}")
+        first = _to(source, threshold)
+        if first is None or first[0] is not None:
+            return first
+    recorded = s["thresholds"]
+    key = threshold_key(threshold)
+    if key not in recorded:  # a larger threshold never reached: this one was not reached either
+        return (None, None) if any(v is None and float(k) > threshold
+                                   for k, v in recorded.items()) else None
+    hit = recorded[key]
     if hit is None:
         return None, None
     src = s.get("init_from") or {}
@@ -126,17 +133,38 @@ def link_sources(summaries: dict[str, list[dict]], init_from: dict[str, str | No
                 s["_source"] = source
 
 
+NOT_RECORDED = "n/a"  # a threshold the summary does not record (see `_to`)
+
+
+def _threshold_label(t: float) -> str:
+    return threshold_key(t) + (" (paper)" if t == PAPER_JT else "")
+
+
+def _attempts(s: dict) -> str:
+    """How many attempts the seed took and how many were set aside ("" for a single run)."""
+    if "attempts" in s:  # a staged run: every attempt of every stage
+        n, aside = len(s["attempts"]), sum(a["end"] == "test_failed" for a in s["attempts"])
+    elif s.get("restarts"):  # a run the campaign's restart rule started again
+        aside = len(s["restarts"]["attempts"])
+        n = aside + 1
+    else:
+        return ""
+    return f"{n} attempt{'s' if n != 1 else ''}, {aside} set aside"
+
+
 def _seed_table(name: str, runs: list[dict], rel) -> list[str]:
     lines = [f"| seed | status | steps | best J_T (pulse) | 1 - U | best J_T <= {PAPER_GATE_NS:g} ns (pulse) | "
-             + " | ".join(f"to {t:.0e}: steps / wall" for t in THRESHOLDS) + " | steps/s | code |",
-             "|" + " --- |" * (8 + len(THRESHOLDS))]
+             + " | ".join(f"to {_threshold_label(t)}: steps / wall" for t in THRESHOLDS)
+             + " | steps/s | code |", "|" + " --- |" * (8 + len(THRESHOLDS))]
     for s in runs:
         best = s.get("best") or {}
-        cells = [_seed_label(s), s["status"], f"{_steps(s['steps_done'])} of {_steps(s['budget'])}",
+        attempts = _attempts(s)
+        cells = [_seed_label(s), s["status"] + (f" ({attempts})" if attempts else ""),
+                 f"{_steps(s['steps_done'])} of {_steps(s['budget'])}",
                  _link(s, "best", rel), _e(best.get("one_minus_U")), _link(s, "short", rel)]
         for t in THRESHOLDS:
-            steps, wall = _to(s, t)
-            cells.append(f"{_steps(steps)} / {_minutes(wall)}")
+            got = _to(s, t)
+            cells.append(NOT_RECORDED if got is None else f"{_steps(got[0])} / {_minutes(got[1])}")
         cells += [f"{s['steps_per_s']:,.0f}" if s.get("steps_per_s") else "-",
                   ", ".join(f"`{v}`" for v in s.get("code_versions", []))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -297,14 +325,20 @@ def write_page(campaigns: list, out: str, figures: str, force: bool = False) -> 
         short = [(s.get("short") or {}).get("JT_repropagated") for s in runs]
         lines += [f"### {key}", "", entry.description, "",
                   f"{len(runs)} seed(s); median best J_T {_e(_median(best))}, median best J_T <= "
-                  f"{PAPER_GATE_NS:g} ns {_e(_median(short))}. Command: `uv run --group test python "
-                  f"-m scripts.campaign run {c.path} --entry {entry.name}`; each run: `{runs[0]['command']}`"
-                  + (" (seed and directories per run)" if len(runs) > 1 else "")
+                  f"{PAPER_GATE_NS:g} ns {_e(_median(short))}{_median_time(runs, PAPER_JT)}. "
+                  f"Command: `uv run --group test python "
+                  f"-m scripts.campaign run {c.path} --entry {entry.name}`"
+                  + (f"; each run: `{runs[0]['command']}`" if runs[0].get("command") else "")
+                  + (" (seed and directories per run)" if len(runs) > 1 and runs[0].get("command") else "")
                   + (f"; it starts from `{entry.init_from}`'s best policy of the same seed, and its "
                      f"steps and wall-clock to a threshold are from scratch: the source run's up "
                      f"to that policy, or the source's own where the source reached the threshold "
-                     f"first" if entry.init_from else "") + ".", ""]
+                     f"first" if entry.init_from else "")
+                  + (_staged_words(runs[-1]) if entry.staged else "") + ".", ""]
         lines += _seed_table(key, runs, rel) + [""]
+    if any(_to(s, t) is None for runs in summaries.values() for s in runs for t in THRESHOLDS):
+        lines += [f"{NOT_RECORDED}: the summary was written before it recorded that threshold (the "
+                  f"paper's J_T joined the thresholds later), and its run directory is gone.", ""]
     if summaries:
         path = os.path.join(figures, "learning_curves.png")
         _learning_curves(summaries, path)
@@ -318,6 +352,32 @@ def write_page(campaigns: list, out: str, figures: str, force: bool = False) -> 
         handle.write("\n".join(lines))
     os.replace(out + ".tmp", out)
     return out
+
+
+def _median_time(runs: list[dict], threshold: float) -> str:
+    """The phrase "; to J_T < `threshold`, medians over the seeds: steps, wall-clock".
+
+    "" where a seed does not record the threshold or no seed reached it. A seed that never reached
+    it counts as never (so a median can be never).
+    """
+    times = [_to(s, threshold) for s in runs]
+    if any(t is None for t in times) or all(t[0] is None for t in times):
+        return ""
+    steps = statistics.median([math.inf if t[0] is None else t[0] for t in times])
+    wall = statistics.median([math.inf if t[1] is None else t[1] for t in times])
+    what = "never" if math.isinf(steps) or math.isinf(wall) else f"{_steps(steps)} steps, {_minutes(wall)}"
+    return f"; to J_T < {threshold_key(threshold)}, medians over the seeds: {what}"
+
+
+def _staged_words(s: dict) -> str:
+    """What a staged entry's run is, from its summary's recipe."""
+    recipe = s.get("recipe") or {}
+    stages = ", ".join(f"{st['name']} ({st['algo']}, up to {_steps(st['steps'])})"
+                       for st in recipe.get("stages", []))
+    return (f"; a staged run of the recipe `{recipe.get('name', s.get('preset'))}` ({stages}), each "
+            f"stage from the last one's best policy, in one run directory; its steps and wall-clock "
+            f"count every attempt from the run's start, set-aside ones included, and its pulse is "
+            f"the best over every attempt's evaluations")
 
 
 def _aims(summaries: dict, rel) -> list[str]:
@@ -337,7 +397,7 @@ def _aims(summaries: dict, rel) -> list[str]:
         if len(runs) < MEDIAN_AIM_SEEDS:
             continue
         best = [s["best"]["JT_repropagated"] for s in runs if s.get("best")]
-        times = [_to(s, 1e-4)[1] for s in runs]
+        times = [(_to(s, 1e-4) or (None, None))[1] for s in runs]  # every summary records 1e-4
         reached = [t for t in times if t is not None]
         # The median seed's time: a seed that never reached 1e-4 counts as never, not as absent.
         median_time = statistics.median([math.inf if t is None else t for t in times])

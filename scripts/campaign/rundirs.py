@@ -1,4 +1,9 @@
-"""Where a campaign run lives and how far it got, read from its run directory alone."""
+"""Where a campaign run lives and how far it got, read from its run directory alone.
+
+A staged entry's seed (``jaxrl-train --preset <recipe>``) is one staged run: a top directory
+holding ``staged_run.json`` and one ordinary run directory per attempt of a stage (`find_staged_dir`,
+`read_staged_run`).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,20 @@ import os
 
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.run_files import CHECKPOINT, PROGRESS_CSV, RUN_CONFIG, read_run_config
+from jaxrl_agents.run.run_files import (
+    CHECKPOINT,
+    PROGRESS_CSV,
+    RUN_CONFIG,
+    read_json_object,
+    read_run_config,
+)
 from jaxrl_agents.run.run_files import read_progress as read_progress_table
+from jaxrl_agents.stages.staged_run import FORMAT as STAGED_FORMAT
+from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
            "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",
-           "restart_overhead"]
+           "restart_overhead", "find_staged_dir", "read_staged_run", "staged_has_progress"]
 
 #: A failed attempt of a restarted seed is renamed ``<run>.attempt-<n>`` in its folder (kept).
 ATTEMPT_MARK = ".attempt-"
@@ -130,3 +143,41 @@ def restart_overhead(run_dir: str) -> dict:
                          "best_JT": min(scores) if scores else None})
     return {"steps": sum(a["steps"] for a in attempts),
             "wall_s": sum(a["wall_s"] for a in attempts), "attempts": attempts}
+
+
+def find_staged_dir(parent: str) -> str | None:
+    """The staged run's top directory inside `parent` (a staged entry's ``--out``), or None.
+
+    A folder without ``staged_run.json`` (a run killed before it wrote its record) is not one.
+
+    Raises:
+        ValueError: naming `parent`, when it holds more than one staged run.
+    """
+    if not os.path.isdir(parent):
+        return None
+    found = sorted(e.path for e in os.scandir(parent)
+                   if e.is_dir() and os.path.isfile(os.path.join(e.path, STAGED_RUN_JSON)))
+    if len(found) > 1:
+        raise ValueError(f"{parent}: expected one staged run, found {len(found)} "
+                         f"({', '.join(map(os.path.basename, found))}); move the extra ones away")
+    return found[0] if found else None
+
+
+def read_staged_run(top: str) -> dict:
+    """A staged run's record (``staged_run.json``: recipe, seed, env, attempts, finished).
+
+    Raises:
+        ValueError: naming the file, when it is not a staged run's record.
+    """
+    path = os.path.join(top, STAGED_RUN_JSON)
+    record = read_json_object(path)
+    if record.get("format") != STAGED_FORMAT or not isinstance(record.get("attempts"), list):
+        raise ValueError(f"{path}: expected a staged run record (format {STAGED_FORMAT!r}), got "
+                         f"format {record.get('format')!r}")
+    return record
+
+
+def staged_has_progress(top: str, record: dict | None = None) -> bool:
+    """Whether any attempt of the staged run has written a progress row (something to summarise)."""
+    record = read_staged_run(top) if record is None else record
+    return any(read_progress(os.path.join(top, a["dir"])) for a in record["attempts"])

@@ -16,6 +16,12 @@ the folders say what exists, and each run's checkpoint says how far it got.
   the runner never replaces a committed summary by a new run's without being told;
 - a run directory another process holds (its lock): waited for, then treated as above.
 
+A staged entry (its preset a staged recipe, `spec.Entry.staged`) runs each seed as one staged run,
+``jaxrl-train --preset <recipe> --seed S --out <folder>``, and continues it with ``jaxrl-train
+--resume <top directory>``; the recipe has its own stages and early test, so the campaign's restart
+rule and its setting aside of never-checkpointed runs do not apply to it (the staged run sets aside
+and reruns its own attempts). The rest is as above: finished, summarised elsewhere, in use.
+
 A deadline (``--minutes`` or ``--until``), SIGINT or SIGTERM interrupts the current run with
 SIGINT, as Ctrl-C would: it stops between two updates (or is terminated after `STOP_GRACE_S`), and
 the next ``run`` resumes it from the last checkpoint.
@@ -42,13 +48,19 @@ from .rundirs import (
     attempt_dirs,
     attempt_verdict,
     find_run_dir,
+    find_staged_dir,
+    read_staged_run,
     run_status,
     set_aside_dirs,
+    staged_has_progress,
 )
 from .spec import Campaign, Entry
 from .summary import summary_paths, write_summary
 
-__all__ = ["run_campaign", "parse_deadline"]
+__all__ = ["run_campaign", "parse_deadline", "TRAIN_COMMAND"]
+
+#: The command that runs ``jaxrl-train`` (its arguments follow), in a process of its own.
+TRAIN_COMMAND = (sys.executable, "-m", "jaxrl_agents.run.cli")
 
 
 def _in_use(run_dir: str) -> bool:
@@ -121,8 +133,7 @@ def _train(args: list[str], deadline: float | None,
     Returns (exit code, why it was stopped: None, "interrupted" or "failed"). SIGINT or SIGTERM
     to the campaign stops the run the same way, then the campaign.
     """
-    child = subprocess.Popen([sys.executable, "-m", "jaxrl_agents.run.cli", *args],
-                             preexec_fn=_default_sigint)
+    child = subprocess.Popen([*TRAIN_COMMAND, *args], preexec_fn=_default_sigint)
     try:
         while child.poll() is None:
             if deadline is not None and time.time() >= deadline:
@@ -192,6 +203,11 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             continue
         if _deadline_passed(deadline):
             return 3
+        if entry.staged:
+            code = _advance_staged(campaign, entry, seed, deadline, progress, code_version)
+            if code is None:
+                continue
+            return code
         parent = campaign.run_parent(entry, seed)
         run_dir = find_run_dir(parent)
         label = f"{entry.name} seed {seed}"
@@ -260,6 +276,57 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             print(f"campaign: {label}: jaxrl-train exited with {code}; stopping", flush=True)
             return 1
     return 0
+
+
+def _advance_staged(campaign: Campaign, entry: Entry, seed: int, deadline: float | None,
+                    progress: str, code_version: str | None) -> int | None:
+    """Start, continue or skip the staged run of (`entry`, `seed`), summarising it when it stops.
+
+    Returns None to go on with the campaign, or its exit code (3: the deadline stopped the run,
+    1: jaxrl-train failed).
+    """
+    parent = campaign.run_parent(entry, seed)
+    top = find_staged_dir(parent)
+    label = f"{entry.name} seed {seed}"
+    summary = summary_paths(campaign, entry, seed)["json"]
+    if top is None and (committed := _committed_status(campaign, entry, seed)):
+        how = ("finished" if committed == "finished" else
+               f"{committed}, and cannot resume without its run directory (remove its summary "
+               f"to start it afresh)")
+        print(f"campaign: {label}: summarised in {summary} but its staged run is not on this "
+              f"machine; {how}; skipped", flush=True)
+        return None
+    if top is not None:
+        if not _wait_while_in_use(top, deadline, label):
+            return 3
+        record = read_staged_run(top)
+        if record["finished"]:
+            if not os.path.isfile(summary):
+                print(f"campaign: {label}: finished; summarising it (the GRAPE frontier takes a "
+                      f"few minutes)", flush=True)
+                print(f"campaign: {label}: summary "
+                      f"{write_summary(campaign, entry, seed, top, code_version)}", flush=True)
+            return None
+        done = sum(int(a["steps"]) for a in record["attempts"])
+        print(f"campaign: {label}: resuming the staged run {top} ({len(record['attempts'])} "
+              f"attempt(s) so far, {done:,} steps recorded)", flush=True)
+        code, why = _train(["--resume", top, "--progress", progress], deadline)
+    else:
+        os.makedirs(parent, exist_ok=True)
+        print(f"campaign: {label}: new staged run ({entry.preset}) under {parent}", flush=True)
+        code, why = _train([*entry.train_args(seed, parent, None), "--progress", progress],
+                           deadline)
+    top = find_staged_dir(parent)
+    if top is not None and staged_has_progress(top):
+        print(f"campaign: {label}: summarising it", flush=True)
+        print(f"campaign: {label}: summary {write_summary(campaign, entry, seed, top, code_version)}",
+              flush=True)
+    if why == "interrupted":
+        return 3
+    if code != 0:
+        print(f"campaign: {label}: jaxrl-train exited with {code}; stopping", flush=True)
+        return 1
+    return None
 
 
 def _restart_now(entry: Entry, run_dir: str) -> bool:

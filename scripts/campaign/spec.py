@@ -22,6 +22,13 @@ A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
                                              # within that many steps starts again (seed + 1000 n)
     seeds = [1, 2]                           # a subset of the campaign's seeds (default: all)
 
+    [[entry]]
+    name = "gate"
+    preset = "gate"                          # a staged recipe (jaxrl_agents.stages): it sets its
+    env_options = { oob_mode = "clip" }      # stages' algorithms, configs, budgets and early test,
+    robustness = true                        # so algo, flags, total_steps, init_from and restart
+    seeds = [101, 102]                       # are refused; env_options go over the recipe's
+
 Relative paths are relative to the repository root (the current directory of the command).
 """
 
@@ -34,7 +41,7 @@ import re
 import tomllib
 from typing import Any
 
-__all__ = ["Campaign", "Entry", "Restart", "ATTEMPT_SEED_STRIDE", "load_campaign"]
+__all__ = ["Campaign", "Entry", "Restart", "ATTEMPT_SEED_STRIDE", "load_campaign", "is_staged_preset"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _TOP_KEYS = {"name", "runs", "summaries", "seeds", "frontier_ns", "entry"}
@@ -42,9 +49,19 @@ DEFAULT_FRONTIER_NS = tuple(float(t) for t in range(5, 21))  # gate times of the
 _ENTRY_KEYS = {"name", "description", "algo", "preset", "total_steps", "flags", "env_options",
                "init_from", "robustness", "seeds", "restart"}
 _RESTART_KEYS = {"below", "within_steps", "attempts"}
+# Keys a staged entry may not have: its recipe sets every stage's algorithm, config and budget and
+# has its own early test (jaxrl-train refuses config flags with a recipe too).
+_NOT_STAGED_KEYS = ("algo", "flags", "total_steps", "init_from", "restart")
 #: Attempt n of a campaign seed s trains with seed s + n * ATTEMPT_SEED_STRIDE: distinct from every
 #: campaign seed below the stride, and the same attempts on every machine.
 ATTEMPT_SEED_STRIDE = 1000
+
+
+def is_staged_preset(preset: str) -> bool:
+    """Whether ``jaxrl-train --preset <preset>`` is a staged recipe (`jaxrl_agents.stages`)."""
+    from jaxrl_agents.stages.cli import is_recipe  # no JAX: the recipes are data
+
+    return is_recipe(preset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,28 +88,31 @@ class Entry:
     Attributes:
         name: folder name of the entry's runs and summaries.
         description: one line for the results page.
-        algo: jaxrl-train algorithm.
-        preset: jaxrl-train preset.
-        total_steps: environment steps per seed.
+        algo: jaxrl-train algorithm (None for a staged entry: its recipe names each stage's).
+        preset: jaxrl-train preset, or a staged recipe (`staged`).
+        total_steps: environment steps per seed (None for a staged entry).
         flags: config fields passed as ``--<field>`` flags (lists become several values).
         env_options: environment factory options (``--env-option KEY=JSON``).
         init_from: name of an earlier entry whose same-seed best policy each run starts from.
         robustness: whether summaries map the best policy over the recool detuning grid.
         seeds: the seeds of this entry, in run order.
         restart: the early test that restarts a seed's run (None: every seed runs once).
+        staged: whether `preset` is a staged recipe: each seed is one ``jaxrl-train --preset``
+            staged run (its own stages, early test and attempts; one top directory).
     """
 
     name: str
     description: str
-    algo: str
+    algo: str | None
     preset: str
-    total_steps: int
+    total_steps: int | None
     flags: dict[str, Any]
     env_options: dict[str, Any]
     init_from: str | None
     robustness: bool
     seeds: tuple[int, ...]
     restart: Restart | None = None
+    staged: bool = False
 
     def attempt_seed(self, seed: int, attempt: int) -> int:
         """The training seed of attempt `attempt` (0, 1, ...) of campaign seed `seed`."""
@@ -100,6 +120,8 @@ class Entry:
 
     def train_args(self, seed: int, out: str, init_from_dir: str | None) -> list[str]:
         """The ``jaxrl-train`` arguments of a new run of this entry for `seed` under `out`."""
+        if self.staged:  # the recipe takes only the run's own options (no algo, flags or budget)
+            return ["--preset", self.preset, "--seed", str(seed), "--out", out, *self._env_args()]
         args = ["--algo", self.algo, "--preset", self.preset, "--seed", str(seed),
                 "--total-steps", str(self.total_steps), "--out", out, "--tag", self.name]
         for key, value in self.flags.items():
@@ -110,11 +132,14 @@ class Entry:
                 args += [flag, *map(str, value)]
             else:
                 args += [flag, repr(value) if isinstance(value, float) else str(value)]
-        for key, value in self.env_options.items():
-            args += ["--env-option", f"{key}={json.dumps(value)}"]
+        args += self._env_args()
         if init_from_dir is not None:
             args += ["--init-from", init_from_dir]
         return args
+
+    def _env_args(self) -> list[str]:
+        return [a for key, value in self.env_options.items()
+                for a in ("--env-option", f"{key}={json.dumps(value)}")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,9 +205,13 @@ def _entry(path: str, i: int, table: Any, seeds: tuple[int, ...], earlier: dict[
     where = f"entry {name!r}"
     if name in earlier:
         raise _fail(path, f"{where}: name", "a name no other entry has", name)
-    for key in ("algo", "preset"):
-        if not isinstance(table.get(key), str):
-            raise _fail(path, f"{where}: {key}", "a string", table.get(key))
+    if not isinstance(table.get("preset"), str):
+        raise _fail(path, f"{where}: preset", "a string", table.get("preset"))
+    if is_staged_preset(table["preset"]):
+        return _staged_entry(path, where, table, seeds)
+    if not isinstance(table.get("algo"), str):
+        raise _fail(path, f"{where}: algo", "a string (or preset: a staged recipe, which needs "
+                    "none)", table.get("algo"))
     total = table.get("total_steps")
     if isinstance(total, bool) or not isinstance(total, int) or total < 1:
         raise _fail(path, f"{where}: total_steps", "a positive integer", total)
@@ -193,17 +222,15 @@ def _entry(path: str, i: int, table: Any, seeds: tuple[int, ...], earlier: dict[
     if init_from is not None and init_from not in earlier:
         raise _fail(path, f"{where}: init_from", f"the name of an earlier entry {sorted(earlier)}",
                     init_from)
-    entry_seeds = _seeds(path, f"{where}: seeds", table["seeds"]) if "seeds" in table else seeds
-    outside = sorted(set(entry_seeds) - set(seeds))
-    if outside:
-        raise _fail(path, f"{where}: seeds", f"a subset of the campaign's seeds {list(seeds)}",
-                    outside)
+    if init_from is not None and earlier[init_from].staged:
+        raise _fail(path, f"{where}: init_from", "an entry of single runs (a staged entry's seeds "
+                    "are staged runs, which a fine-tune cannot start from here)", init_from)
+    entry_seeds = _entry_seeds(path, where, table, seeds)
     if init_from is not None:
         missing = sorted(set(entry_seeds) - set(earlier[init_from].seeds))
         if missing:
             raise _fail(path, f"{where}: seeds", f"seeds that {init_from!r} also runs", missing)
-    if not isinstance(table.get("robustness", False), bool):
-        raise _fail(path, f"{where}: robustness", "true or false", table.get("robustness"))
+    _check_robustness(path, where, table)
     flags = dict(table.get("flags", {}))
     for reserved in ("seed", "seeds", "total_steps", "preset", "algo", "out", "tag", "init_from"):
         if reserved in flags:
@@ -217,6 +244,37 @@ def _entry(path: str, i: int, table: Any, seeds: tuple[int, ...], earlier: dict[
                  bool(table.get("robustness", False)), entry_seeds,
                  _restart(path, f"{where}: restart", table["restart"], total)
                  if "restart" in table else None)
+
+
+def _entry_seeds(path: str, where: str, table: dict, seeds: tuple[int, ...]) -> tuple[int, ...]:
+    """The entry's seeds (default: the campaign's), checked to be some of the campaign's."""
+    entry_seeds = _seeds(path, f"{where}: seeds", table["seeds"]) if "seeds" in table else seeds
+    outside = sorted(set(entry_seeds) - set(seeds))
+    if outside:
+        raise _fail(path, f"{where}: seeds", f"a subset of the campaign's seeds {list(seeds)}",
+                    outside)
+    return entry_seeds
+
+
+def _check_robustness(path: str, where: str, table: dict) -> None:
+    if not isinstance(table.get("robustness", False), bool):
+        raise _fail(path, f"{where}: robustness", "true or false", table.get("robustness"))
+
+
+def _staged_entry(path: str, where: str, table: dict, seeds: tuple[int, ...]) -> Entry:
+    """An entry whose preset is a staged recipe: one ``jaxrl-train --preset`` staged run per seed."""
+    preset = table["preset"]
+    for key in _NOT_STAGED_KEYS:
+        if key in table:
+            raise _fail(path, f"{where}: {key}", f"no {key} (preset {preset!r} is a staged recipe: "
+                        f"it sets its stages' algorithms, configs and budgets and has its own "
+                        f"early test; drop the key)", table[key])
+    if not isinstance(table.get("env_options", {}), dict):
+        raise _fail(path, f"{where}: env_options", "a table", table.get("env_options"))
+    _check_robustness(path, where, table)
+    return Entry(table["name"], str(table.get("description", "")), None, preset, None, {},
+                 dict(table.get("env_options", {})), None, bool(table.get("robustness", False)),
+                 _entry_seeds(path, where, table, seeds), None, staged=True)
 
 
 def _restart(path: str, where: str, table: Any, total_steps: int) -> Restart:

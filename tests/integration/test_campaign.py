@@ -482,7 +482,7 @@ def test_times_to_a_threshold_count_the_failed_attempts_before_the_run():
             {"step": "1024", "wall": "4.5", "eval_JT_min": "0.005"}]
     got = _thresholds(rows, "eval_JT_min", {"steps": 2048, "wall_s": 10.25, "attempts": []})
     assert got == {"1e-02": {"steps": 1024 + 2048, "wall_s": 4.5 + 10.25}, "1e-03": None,
-                   "1e-04": None}
+                   "1e-04": None, "9.486e-05": None}  # the last: the paper's J_T
 
 
 class _StoppingChild:

@@ -26,14 +26,18 @@ PAPER_GATE_NS = 17.25
 ATOL = 1e-10
 
 
-def _claims():
-    for path in sorted(glob.glob(os.path.join(ROOT, "campaigns", "*", "*", "s*.json"))):
+def _claims(root=ROOT):
+    """The pulses of the summaries under `root`/campaigns whose short gate claims the bar.
+
+    Entries of single runs and staged entries alike: each seed's s<seed>.json names its pulse CSV.
+    """
+    for path in sorted(glob.glob(os.path.join(root, "campaigns", "*", "*", "s*.json"))):
         with open(path) as f:
             summary = json.load(f)
         gate = summary.get("short") or {}
         if gate.get("JT_repropagated", 1.0) < 1e-4 and gate["t_ns"] <= PAPER_GATE_NS + 1e-9:
             yield pytest.param(os.path.join(os.path.dirname(path), gate["pulse_csv"]), gate,
-                               id=os.path.relpath(path, ROOT))
+                               id=os.path.relpath(path, root))
 
 
 CLAIMS = list(_claims())
@@ -42,6 +46,7 @@ CLAIMS = list(_claims())
 @pytest.mark.skipif(not CLAIMS, reason="no committed pulse claims J_T < 1e-4 within 17.25 ns")
 @pytest.mark.parametrize("csv_path, gate", CLAIMS)
 def test_a_claimed_pulse_repropagates_independently(csv_path, gate):
+    """The CSV's pulse, propagated by the dense reference model, gives the J_T its summary claims."""
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     t = np.array([float(r["tlist"]) for r in rows])
