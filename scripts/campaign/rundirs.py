@@ -16,12 +16,10 @@ from jaxrl_agents.run.run_files import (
     CHECKPOINT,
     PROGRESS_CSV,
     RUN_CONFIG,
-    read_json_object,
     read_run_config,
 )
 from jaxrl_agents.run.run_files import read_progress as read_progress_table
-from jaxrl_agents.stages.staged_run import FORMAT as STAGED_FORMAT
-from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON
+from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON, read_staged_run
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
            "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",
@@ -161,20 +159,6 @@ def find_staged_dir(parent: str) -> str | None:
         raise ValueError(f"{parent}: expected one staged run, found {len(found)} "
                          f"({', '.join(map(os.path.basename, found))}); move the extra ones away")
     return found[0] if found else None
-
-
-def read_staged_run(top: str) -> dict:
-    """A staged run's record (``staged_run.json``: recipe, seed, env, attempts, finished).
-
-    Raises:
-        ValueError: naming the file, when it is not a staged run's record.
-    """
-    path = os.path.join(top, STAGED_RUN_JSON)
-    record = read_json_object(path)
-    if record.get("format") != STAGED_FORMAT or not isinstance(record.get("attempts"), list):
-        raise ValueError(f"{path}: expected a staged run record (format {STAGED_FORMAT!r}), got "
-                         f"format {record.get('format')!r}")
-    return record
 
 
 def staged_has_progress(top: str, record: dict | None = None) -> bool:

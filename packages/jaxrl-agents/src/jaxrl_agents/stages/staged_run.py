@@ -38,7 +38,7 @@ from ..run.session import Session
 from .recipe import Recipe, Stage, attempt_seed
 from .timeline import StagedResult, staged_result
 
-__all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "FORMAT"]
+__all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "read_staged_run", "FORMAT"]
 
 STAGED_RUN_JSON = "staged_run.json"
 FORMAT = "jaxrl_agents.staged_run"
@@ -140,6 +140,26 @@ def _check_stage_configs(recipe: Recipe) -> None:
                              f"({'; '.join(differ)}); set these fields in its config")
 
 
+def read_staged_run(top: str) -> dict:
+    """A staged run's record (``staged_run.json``: recipe, seed, env, attempts, finished).
+
+    The one reader of the file (the resume and any tool reading a staged run use it).
+
+    Raises:
+        ValueError: naming the file, when it is not JSON, not a staged run's record, or written
+            by a newer jaxrl-agents.
+    """
+    path = os.path.join(os.fspath(top), STAGED_RUN_JSON)
+    record = read_json_object(path)
+    if record.get("format") != FORMAT or not isinstance(record.get("attempts"), list):
+        raise ValueError(f"{path}: expected a staged run record (format {FORMAT!r}), got "
+                         f"format {record.get('format')!r}")
+    if record.get("format_version", 0) > FORMAT_VERSION:
+        raise ValueError(f"{path}: format_version {record['format_version']} is newer than "
+                         f"this jaxrl-agents understands ({FORMAT_VERSION}); upgrade it")
+    return record
+
+
 class StagedRun:
     """An open staged run: its locked top directory and, while a stage trains, its `Session`.
 
@@ -226,14 +246,7 @@ class StagedRun:
             raise ValueError(f"resume: expected a staged run's directory containing "
                              f"{STAGED_RUN_JSON}, got {top!r}")
         top = os.fspath(top)
-        path = os.path.join(top, STAGED_RUN_JSON)
-        record = read_json_object(path)
-        if record.get("format") != FORMAT or not isinstance(record.get("attempts"), list):
-            raise ValueError(f"{path}: expected a staged run record (format {FORMAT!r}), got "
-                             f"format {record.get('format')!r}")
-        if record.get("format_version", 0) > FORMAT_VERSION:
-            raise ValueError(f"{path}: format_version {record['format_version']} is newer than "
-                             f"this jaxrl-agents understands ({FORMAT_VERSION}); upgrade it")
+        record = read_staged_run(top)
         locks = contextlib.ExitStack()
         try:
             locks.enter_context(lock_directory(top))
