@@ -13,8 +13,10 @@ Each seed's run goes into ``<out>/s<seed>/`` (the campaign runner's layout, so a
 can summarise the bench's runs), with ``bench.json`` beside it: the process wall time and the load
 averages. The bench is resumable: a seed whose run exists and has not finished is resumed
 (``jaxrl-train --resume``), a finished one is only tabulated. ``--minutes M`` caps each seed's
-command (a capped seed resumes on the next call). Two bench processes with disjoint ``--seeds``
-may share an ``--out`` (each seed's files are its own); their times are then shared-core times.
+command (a capped seed resumes on the next call); ``--until-below 9.486e-5`` stops each seed once
+it beats the paper's gate (the time-to-gate figures, without the rest of the polish). Two bench
+processes with disjoint ``--seeds`` may share an ``--out`` (each seed's files are its own); their
+times are then shared-core times.
 
     uv run python bench/time_to_gate.py --seeds 101 102 103 104 105 106 107 108 --out runs/ttg
     uv run python bench/time_to_gate.py --table runs/ttg            # the table of what is there
@@ -28,6 +30,7 @@ import glob
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -67,13 +70,35 @@ def _save_bench_log(out: str, seed: int, log: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
-def run_seed(preset: str, seed: int, out: str, minutes: float | None) -> None:
-    """Train (or resume) one seed in a fresh ``jaxrl-train`` process, recording its wall and load."""
+def _best_so_far(top: str) -> float:
+    """The best evaluation score of a staged run so far (its attempts' progress rows on disk)."""
+    from jaxrl_agents.stages.timeline import score_of, timeline
+
+    with open(os.path.join(top, "staged_run.json")) as f:
+        attempts = json.load(f)["attempts"]
+    try:
+        rows = timeline(top, attempts, *score_of(top, attempts))
+    except (ValueError, OSError):  # a table being rewritten: try again at the next poll
+        return math.inf
+    return min((r.score for r in rows), default=math.inf)
+
+
+def run_seed(preset: str, seed: int, out: str, minutes: float | None,
+             until_below: float | None = None) -> None:
+    """Train (or resume) one seed in a fresh ``jaxrl-train`` process, recording its wall and load.
+
+    With `until_below`, the process gets a Ctrl-C (SIGINT: it stops on its last checkpoint and
+    stays resumable) once the run's progress.csv shows an evaluation below it; progress.csv is
+    rewritten every 10 updates, so the stop comes a few updates after the crossing, which the
+    table reads from the rows themselves.
+    """
     existing = _runs(out, preset).get(seed)
     if existing is not None:
         with open(os.path.join(existing, "staged_run.json")) as f:
             if json.load(f)["finished"]:
                 return
+        if until_below is not None and _best_so_far(existing) < until_below:
+            return
         argv = ["jaxrl-train", "--resume", existing]
     else:
         argv = ["jaxrl-train", "--preset", preset, "--seed", str(seed), "--out",
@@ -82,11 +107,21 @@ def run_seed(preset: str, seed: int, out: str, minutes: float | None) -> None:
     print(f"seed {seed}: {' '.join(argv)}  ({load()})", flush=True)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stopped = False
+    if until_below is not None:
+        while proc.poll() is None:
+            time.sleep(15)
+            top = _runs(out, preset).get(seed)
+            if top is not None and _best_so_far(top) < until_below:
+                proc.send_signal(signal.SIGINT)
+                stopped = True
+                break
+    output, _ = proc.communicate()
     wall = time.perf_counter() - t0
-    tail = proc.stdout.strip().splitlines()[-14:]
+    tail = output.strip().splitlines()[-14:]
     print("\n".join("    " + line for line in tail), flush=True)
-    if proc.returncode != 0:
+    if proc.returncode != 0 and not (stopped and proc.returncode == 130):
         raise SystemExit(f"seed {seed}: jaxrl-train exited with {proc.returncode}")
     entry = _bench_log(out, seed)
     entry["process_wall_s"] += wall
@@ -162,6 +197,10 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[101, 102, 103, 104, 105, 106, 107, 108])
     p.add_argument("--out", default="runs/time_to_gate")
     p.add_argument("--minutes", type=float, default=None, help="cap of each seed's command")
+    p.add_argument("--until-below", type=float, default=None, metavar="J",
+                   help="stop each seed (Ctrl-C, resumable) once it has an evaluation below J, "
+                        "e.g. the paper's 9.486e-5: the time-to-gate figures without the rest of "
+                        "the polish")
     p.add_argument("--table", metavar="OUT", default=None, help="only print the table of OUT")
     args = p.parse_args()
     if args.table:
@@ -169,7 +208,7 @@ def main() -> None:
         return
     os.makedirs(args.out, exist_ok=True)
     for seed in args.seeds:
-        run_seed(args.preset, seed, args.out, args.minutes)
+        run_seed(args.preset, seed, args.out, args.minutes, args.until_below)
     table(args.out, args.preset)
 
 
