@@ -207,14 +207,15 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_the_resume_finishes(
     """Issue 37 row 8: a SIGINT gave exit 130 and a 30-line KeyboardInterrupt traceback.
 
     Now one line names the checkpoint a resume starts from and the command; that command (parsed
-    with the real parser, then run) finishes the run to the uninterrupted run's files.
+    with the real parser, then run) finishes the run. (That a resume from a checkpoint gives the
+    uninterrupted run's files is checked by the --minutes test above and test_trainer's kill -9.)
     """
     import shlex
     import signal
 
     from .killed_run import train_then_signal
 
-    long = [a if a != str(512 * 30) else str(512 * 400) for a in FLAGS]  # long enough to catch
+    long = [a if a != str(512 * 30) else str(512 * 200) for a in FLAGS]  # long enough to catch
     dirs, code, err = train_then_signal(long, tmp_path / "cut", signal.SIGINT)
     assert code == 130
     lines = err.strip().splitlines()
@@ -227,11 +228,8 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_the_resume_finishes(
     argv = argv[argv.index("jaxrl-train") + 1:]
     assert cli.build_parser("ppo").parse_args(argv).resume == run_dir
     assert cli.main([*argv, "--progress", "off"]) == 0
-    assert cli.main([*long, "--out", str(tmp_path / "full")]) == 0
-    compare = _compare_runs()
-    for a, b in zip(sorted((tmp_path / "full").iterdir()), dirs):
-        n, diffs, _ = compare.compare_run(str(a), str(b))
-        assert n > 0 and diffs == [], diffs
+    _, header = read_checkpoint(os.path.join(run_dir, "checkpoint.npz"))
+    assert header["meta"]["step"] == 512 * 200  # the resume trained the run to its end
 
 
 def test_ctrl_c_before_a_run_exists_is_one_line():
