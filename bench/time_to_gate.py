@@ -107,9 +107,18 @@ def run_seed(preset: str, seed: int, out: str, minutes: float | None,
     print(f"seed {seed}: {' '.join(argv)}  ({load()})", flush=True)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A shell starts background jobs (``nohup ... &``) with SIGINT ignored, and a Python started
+    # so never installs its KeyboardInterrupt handler: restore the default in the child, or the
+    # --until-below stop would be ignored (it was, in the first gate runs: found by the records).
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stopped = False
     if until_below is not None:
+        import threading
+
+        lines: list[str] = []  # read while polling: a full pipe would block the child
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
         while proc.poll() is None:
             time.sleep(15)
             top = _runs(out, preset).get(seed)
@@ -117,7 +126,12 @@ def run_seed(preset: str, seed: int, out: str, minutes: float | None,
                 proc.send_signal(signal.SIGINT)
                 stopped = True
                 break
-    output, _ = proc.communicate()
+    if until_below is not None:
+        proc.wait()
+        reader.join()
+        output = "".join(lines)
+    else:
+        output, _ = proc.communicate()
     wall = time.perf_counter() - t0
     tail = output.strip().splitlines()[-14:]
     print("\n".join("    " + line for line in tail), flush=True)

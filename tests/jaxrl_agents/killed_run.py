@@ -22,7 +22,10 @@ def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: f
     proc = subprocess.Popen(
         [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args, "--out", str(out)],
         env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True,
+        # A test run started in the background by a shell inherits SIGINT ignored, and a Python
+        # started so installs no KeyboardInterrupt handler: the child gets the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         found = list(out.glob(checkpoint_glob)) if out.exists() else []
