@@ -151,18 +151,32 @@ def test_fisher_vector_product_equals_the_kl_hessian(kind, shape):
     assert float(jnp.abs(reference).max()) > 1e-3
 
 
-def _ppo_learn(env, **fields):
-    """One PPO update of seed 0 through make_phases: (cfg, state, rollout data, new state, stats)."""
+def _ppo_rollout(env):
+    """Seed 0's first rollout (with GAE) through make_phases: (model, state, batch).
+
+    The rollout phase does not read target_kl, so one rollout serves every learn phase below
+    (compiling a phase is what this test costs).
+    """
     from jaxrl_agents import ppo
     from jaxrl_agents.run.algorithms import model_for
 
-    cfg = PPOConfig(**{**CFG["ppo"], **fields})
+    cfg = PPOConfig(**CFG["ppo"])
     model = model_for(env, cfg)
     state = ppo.init(jax.random.PRNGKey(0), model, env, env.default_params, cfg)
-    rollout_phase, learn_phase = ppo.make_phases(model, env, cfg)
+    rollout_phase, _ = ppo.make_phases(model, env, cfg)
     state, batch = jax.jit(rollout_phase)(state, env.default_params)
+    return model, state, batch
+
+
+def _ppo_learn(env, rollout, **fields):
+    """One PPO learn phase of seed 0 on `rollout` through make_phases: (cfg, new state, stats)."""
+    from jaxrl_agents import ppo
+
+    model, state, batch = rollout
+    cfg = PPOConfig(**{**CFG["ppo"], **fields})
+    _, learn_phase = ppo.make_phases(model, env, cfg)
     new_state, stats = jax.jit(learn_phase)(state, batch)
-    return cfg, model, state, batch[0], jax.device_get(new_state), jax.device_get(stats)
+    return cfg, jax.device_get(new_state), jax.device_get(stats)
 
 
 def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):
@@ -174,29 +188,35 @@ def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):
     from jaxrl_agents.common.losses import ppo_loss
     from jaxrl_agents.common.optimizer import apply_adam, harmonic_lr, make_optimizer
 
-    cfg, model, state, data, after, stats = _ppo_learn(toy_env, target_kl=1e-12)
+    rollout = _ppo_rollout(toy_env)
+    model, state, (data, _) = rollout
+    cfg, after, stats = _ppo_learn(toy_env, rollout, target_kl=1e-12)
     assert stats["grad_steps"] == 1
     _, k_perm = jax.random.split(state.key)
     perm = jax.random.permutation(jax.random.split(k_perm, cfg.n_epochs)[0], cfg.rollout_size)
     first = jax.tree_util.tree_map(lambda x: x[perm][:cfg.minibatch_size], data)
-    grads = jax.grad(lambda p: ppo_loss(model, p, first, cfg.clip_eps, cfg.vf_coef,
-                                       cfg.ent_coef)[0])(state.params)
-    tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
-    expected, _ = apply_adam(tx, grads, tx.init(state.params), state.params,
-                             harmonic_lr(cfg.lr, cfg.lr_decay, 0.0))
+
+    @jax.jit
+    def adam_step_by_hand(params, first):
+        grads = jax.grad(lambda p: ppo_loss(model, p, first, cfg.clip_eps, cfg.vf_coef,
+                                           cfg.ent_coef)[0])(params)
+        tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
+        return apply_adam(tx, grads, tx.init(params), params, harmonic_lr(cfg.lr, cfg.lr_decay, 0.0))[0]
+
+    expected = adam_step_by_hand(state.params, first)
     for x, y in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(after.params)):
         np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-7)
 
     # A finite target that is never reached changes nothing (up to float32 rounding: the guarded
     # step compiles to a differently fused program).
-    _, _, _, _, unlimited, s_inf = _ppo_learn(toy_env)
-    _, _, _, _, loose, s_loose = _ppo_learn(toy_env, target_kl=1e6)
+    _, unlimited, s_inf = _ppo_learn(toy_env, rollout)
+    _, loose, s_loose = _ppo_learn(toy_env, rollout, target_kl=1e6)
     assert s_inf["grad_steps"] == s_loose["grad_steps"] == cfg.n_epochs * cfg.n_minibatches
     for x, y in zip(jax.tree_util.tree_leaves(unlimited.params), jax.tree_util.tree_leaves(loose.params)):
         np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-7)
 
     # In between, the update stops part-way, and only after the KL has passed the limit.
     target = float(s_inf["approx_kl"]) / 4
-    _, _, _, _, _, s_mid = _ppo_learn(toy_env, target_kl=target)
+    _, _, s_mid = _ppo_learn(toy_env, rollout, target_kl=target)
     assert 1 <= s_mid["grad_steps"] < cfg.n_epochs * cfg.n_minibatches
     assert np.isfinite(s_mid["approx_kl"]) and np.isfinite(s_mid["pg_loss"])

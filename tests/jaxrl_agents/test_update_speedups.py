@@ -4,6 +4,8 @@ Issue 16 sped the PPO/TRPO update up without moving a bit of the paper runs; eac
 checked here against the formulation it replaced (and, where small enough, against a hand count).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,10 +17,10 @@ from jaxrl_agents.common.permutation import permutation, stable_argsort_u32
 
 @pytest.mark.parametrize("n", [1, 2, 5, 64, 1000, 8192, 70_000])
 def test_permutation_is_jax_random_permutation(x64, n):
+    ours = jax.jit(lambda k: permutation(k, n))  # one program per n, run on every key
     for seed in range(4):
         key = jax.random.PRNGKey(seed)
-        ours = np.asarray(jax.jit(lambda k: permutation(k, n))(key))
-        np.testing.assert_array_equal(ours, np.asarray(jax.random.permutation(key, n)))
+        np.testing.assert_array_equal(np.asarray(ours(key)), np.asarray(jax.random.permutation(key, n)))
 
 
 def test_permutation_without_x64_falls_back_to_jax():
@@ -76,24 +78,29 @@ def test_first_accepted_by_hand():
     assert not bool(found)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("target_kl", [1e-4, 0.01, 0.3])
-def test_sequential_line_search_takes_the_batched_step(seed, target_kl):
+@functools.cache
+def _actor_step(target_kl, sequential):
+    """TRPO's actor step of the line-search test, compiled once per setting (the seeds share it)."""
     from jaxrl_agents.common.networks import ActorCritic
     from jaxrl_agents.trpo import TRPOConfig
     from jaxrl_agents.trpo.update import actor_step
 
     model = ActorCritic(5, "gaussian", (2,), hidden=(16,), activation="relu")
+    cfg = TRPOConfig(target_kl=target_kl, sequential_line_search=sequential)
+    return model, jax.jit(lambda a, o, x, lp, ad: actor_step(model, a, o, x, lp, ad, cfg))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("target_kl", [1e-4, 0.01, 0.3])
+def test_sequential_line_search_takes_the_batched_step(seed, target_kl):
+    model, _ = _actor_step(target_kl, False)
     k_init, k_obs, k_act, k_adv = jax.random.split(jax.random.PRNGKey(seed), 4)
     actor = model.init(k_init)["actor"]
     obs = jax.random.normal(k_obs, (256, 5))
     action, logp = model.sample(actor, obs, k_act)
     adv = jax.random.normal(k_adv, (256,))
-    outs = {}
-    for seq in (False, True):
-        cfg = TRPOConfig(target_kl=target_kl, sequential_line_search=seq)
-        outs[seq] = jax.jit(lambda a, o, x, lp, ad, cfg=cfg: actor_step(
-            model, a, o, x, lp, ad, cfg))(actor, obs, action, logp, adv)
+    outs = {seq: _actor_step(target_kl, seq)[1](actor, obs, action, logp, adv)
+            for seq in (False, True)}
     (p_all, s_all), (p_seq, s_seq) = outs[False], outs[True]
     assert float(s_all["line_search_success"]) == float(s_seq["line_search_success"])
     for k in s_all:
