@@ -71,10 +71,6 @@ def _clean_env() -> dict[str, str]:
     env = dict(os.environ)
     for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT", "UV_PROJECT", "CONDA_PREFIX"):
         env.pop(name, None)
-    # ... and the test run's JAX compilation cache (tests/conftest.py): a fresh environment has
-    # none, and its cache settings need filelock, which a bare quantgate-env install lacks.
-    for name in [n for n in env if n.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))]:
-        env.pop(name)
     return env
 
 
