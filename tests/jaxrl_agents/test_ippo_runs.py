@@ -111,7 +111,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
 
 
 def test_a_run_in_use_is_locked(tmp_path):
-    part = _run(tmp_path, stop_after=3, seeds=(1,))
+    part = _run(tmp_path, stop_after=3)  # the seeds of the runs above: their compiled update
     with lock_directory(part.run_dirs[0]):
         with pytest.raises(DirectoryLockedError):
             trainer.resume(part.run_dirs[0], progress="off")
@@ -128,7 +128,7 @@ def test_non_finite_update_stops_the_run(tmp_path):
 def test_jaxrl_plot_plots_an_ippo_run(tmp_path):
     from jaxrl_agents.run.plot import plot_run
 
-    res = _run(tmp_path, seeds=(1,), algo="ippo")
+    res = _run(tmp_path, algo="ippo")  # the program of test_a_run_trained_on_a_parallel_env_s_core_resumes
     written = plot_run(res.run_dirs[0])
     assert [os.path.basename(p) for p in written] == ["learning_curve.png", "best_episode.png"]
     assert all(os.path.getsize(p) > 0 for p in written)
