@@ -13,7 +13,7 @@
       run    runs/gate_20261206-120000_s7
       best policy  runs/gate_20261206-120000_s7/best_policy
       further  uv run jaxrl-train --resume runs/gate_20261206-120000_s7   (the rest of the
-               recipe: explore, polish; --minutes M for a slice)
+               recipe: explore, polish, polish-2; --minutes M for a slice)
 
 (figures illustrative; a finished run has no ``further`` line).
 """
