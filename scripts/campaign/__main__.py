@@ -5,7 +5,9 @@
     python -m scripts.campaign page campaigns/replication.toml [--out docs/results.md]
 
 ``run`` starts or continues every run (see `runner`), ``summarize`` rewrites the summaries of the
-runs that exist, and ``page`` regenerates the results page from the committed summaries only.
+runs that exist with the summariser the campaign file names, and ``page`` regenerates the results
+page from the committed summaries only (it delegates to ``quantgate-results page``, in
+quantgate-analysis).
 Errors are one line on stderr with exit 2 (bad input); ``run`` exits 3 when its deadline stopped it.
 """
 
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "page":
-            from .page import write_page
+            from quantgate_analysis.page import write_page
 
             print(write_page([load_campaign(p) for p in args.campaign], args.out, args.figures,
                              args.force))
@@ -55,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         campaign = load_campaign(args.campaign)
         if args.command == "summarize":
             from .rundirs import find_run_dir, find_staged_dir, staged_has_progress
-            from .summary import write_summary
 
+            summarise = campaign.load_summariser()
             for name in args.entry or ():
                 campaign.entry(name)  # ValueError naming the choices
             for entry, seed in campaign.schedule():
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     run_dir = find_run_dir(parent)
                 if run_dir is not None:
-                    print(write_summary(campaign, entry, seed, run_dir))
+                    print(summarise(campaign, entry, seed, run_dir, None))
             return 0
         from .runner import parse_deadline, run_campaign
 

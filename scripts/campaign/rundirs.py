@@ -23,7 +23,7 @@ from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON, read_staged_run
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
            "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",
-           "restart_overhead", "find_staged_dir", "read_staged_run", "staged_has_progress"]
+           "find_staged_dir", "read_staged_run", "staged_has_progress"]
 
 #: A failed attempt of a restarted seed is renamed ``<run>.attempt-<n>`` in its folder (kept).
 ATTEMPT_MARK = ".attempt-"
@@ -121,26 +121,6 @@ def attempt_verdict(run_dir: str, below: float, within_steps: int) -> str:
         if step == within_steps:
             return "fail"
     return "open"
-
-
-def restart_overhead(run_dir: str) -> dict:
-    """The failed attempts before `run_dir` in its folder, with their steps and wall-clock summed.
-
-    Returns ``{"steps": int, "wall_s": float, "attempts": [{"run", "seed", "steps", "wall_s",
-    "best_JT"}, ...]}``; zeros and an empty list for a run that is its seed's first attempt.
-    """
-    attempts = []
-    for path in attempt_dirs(os.path.dirname(os.path.normpath(run_dir))):
-        rc = read_run_config(os.path.join(path, RUN_CONFIG))
-        rows = read_progress(path)
-        scores = [to_float(r.get(score_column(rc))) for r in rows]
-        scores = [x for x in scores if not math.isnan(x)]
-        attempts.append({"run": os.path.basename(path), "seed": rc["seed"],
-                         "steps": int(to_float(rows[-1]["step"])) if rows else 0,
-                         "wall_s": to_float(rows[-1].get("wall")) if rows else 0.0,
-                         "best_JT": min(scores) if scores else None})
-    return {"steps": sum(a["steps"] for a in attempts),
-            "wall_s": sum(a["wall_s"] for a in attempts), "attempts": attempts}
 
 
 def find_staged_dir(parent: str) -> str | None:

@@ -25,6 +25,9 @@ and reruns its own attempts). The rest is as above: finished, summarised elsewhe
 A deadline (``--minutes`` or ``--until``), SIGINT or SIGTERM interrupts the current run with
 SIGINT, as Ctrl-C would: it stops between two updates (or is terminated after `STOP_GRACE_S`), and
 the next ``run`` resumes it from the last checkpoint.
+
+Summaries are the summariser's (the campaign file names it, `spec.Campaign.load_summariser`): the
+runner calls it after each run stops and reads back only a summary's ``status``.
 """
 
 from __future__ import annotations
@@ -55,7 +58,6 @@ from .rundirs import (
     staged_has_progress,
 )
 from .spec import Campaign, Entry
-from .summary import summary_paths, write_summary
 
 __all__ = ["run_campaign", "parse_deadline", "TRAIN_COMMAND"]
 
@@ -158,9 +160,15 @@ def _deadline_passed(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
+def _summarise(campaign: Campaign, entry: Entry, seed: int, run_dir: str,
+               code_version: str | None) -> str:
+    """Write the summary of (`entry`, `seed`) with the campaign's summariser; returns its path."""
+    return campaign.load_summariser()(campaign, entry, seed, run_dir, code_version)
+
+
 def _committed_status(campaign: Campaign, entry: Entry, seed: int) -> str | None:
     """The status its committed summary gives (entry, seed) ("finished", ...), or None if none."""
-    path = summary_paths(campaign, entry, seed)["json"]
+    path = campaign.summary_path(entry, seed)
     if not os.path.isfile(path):
         return None
     with open(path) as f:
@@ -187,6 +195,7 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
     # `kill` (SIGTERM) stops the campaign as Ctrl-C does: the current run stops cleanly first.
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    campaign.load_summariser()  # a summariser that does not import fails now, not after a run
     selected = set(entries) if entries else None
     if selected:
         for name in selected:
@@ -231,7 +240,7 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             how = ("finished" if committed == "finished" else
                    f"{committed}, and cannot resume without its run directory (remove its summary "
                    f"to start it afresh)")
-            print(f"campaign: {label}: summarised in {summary_paths(campaign, entry, seed)['json']} "
+            print(f"campaign: {label}: summarised in {campaign.summary_path(entry, seed)} "
                   f"but its run directory is not on this machine; {how}; skipped", flush=True)
             continue
         if run_dir is None:
@@ -248,11 +257,11 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             code, why = _train([*entry.train_args(train_seed, parent, source), "--progress",
                                 progress], deadline, _failed_watch(entry, parent))
         elif status == "finished" and budget >= _budget(run_dir, entry):
-            if not os.path.isfile(summary_paths(campaign, entry, seed)["json"]):
+            if not os.path.isfile(campaign.summary_path(entry, seed)):
                 print(f"campaign: {label}: finished; summarising it (the GRAPE frontier takes a "
                       f"few minutes)", flush=True)
                 print(f"campaign: {label}: summary "
-                      f"{write_summary(campaign, entry, seed, run_dir, code_version)}", flush=True)
+                      f"{_summarise(campaign, entry, seed, run_dir, code_version)}", flush=True)
             continue
         else:
             extend = _budget(run_dir, entry)
@@ -268,7 +277,7 @@ def run_campaign(campaign: Campaign, *, deadline: float | None = None,
             continue  # set aside and started again at the top of the loop
         if run_dir is not None and os.path.isfile(os.path.join(run_dir, "progress.csv")):
             print(f"campaign: {label}: summarising it", flush=True)
-            path = write_summary(campaign, entry, seed, run_dir, code_version)
+            path = _summarise(campaign, entry, seed, run_dir, code_version)
             print(f"campaign: {label}: summary {path}", flush=True)
         if why == "interrupted":
             return 3
@@ -288,7 +297,7 @@ def _advance_staged(campaign: Campaign, entry: Entry, seed: int, deadline: float
     parent = campaign.run_parent(entry, seed)
     top = find_staged_dir(parent)
     label = f"{entry.name} seed {seed}"
-    summary = summary_paths(campaign, entry, seed)["json"]
+    summary = campaign.summary_path(entry, seed)
     if top is None and (committed := _committed_status(campaign, entry, seed)):
         how = ("finished" if committed == "finished" else
                f"{committed}, and cannot resume without its run directory (remove its summary "
@@ -305,7 +314,7 @@ def _advance_staged(campaign: Campaign, entry: Entry, seed: int, deadline: float
                 print(f"campaign: {label}: finished; summarising it (the GRAPE frontier takes a "
                       f"few minutes)", flush=True)
                 print(f"campaign: {label}: summary "
-                      f"{write_summary(campaign, entry, seed, top, code_version)}", flush=True)
+                      f"{_summarise(campaign, entry, seed, top, code_version)}", flush=True)
             return None
         done = sum(int(a["steps"]) for a in record["attempts"])
         print(f"campaign: {label}: resuming the staged run {top} ({len(record['attempts'])} "
@@ -319,7 +328,7 @@ def _advance_staged(campaign: Campaign, entry: Entry, seed: int, deadline: float
     top = find_staged_dir(parent)
     if top is not None and staged_has_progress(top):
         print(f"campaign: {label}: summarising it", flush=True)
-        print(f"campaign: {label}: summary {write_summary(campaign, entry, seed, top, code_version)}",
+        print(f"campaign: {label}: summary {_summarise(campaign, entry, seed, top, code_version)}",
               flush=True)
     if why == "interrupted":
         return 3

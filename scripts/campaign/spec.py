@@ -6,6 +6,8 @@ A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
     runs = "runs/campaign/replication"       # run directories (never committed)
     summaries = "campaigns/replication"      # summaries and pulses (committed)
     seeds = [1, 2, 3]                        # the campaign's seeds, in run order
+    summariser = "quantgate_analysis.campaign:summarise"
+                                             # writes a run's summary after it stops: module:function
     frontier_ns = [5, 6, 7]                  # gate times of the frontier (default 5-20 ns)
 
     [[entry]]
@@ -30,6 +32,11 @@ A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
     seeds = [101, 102]                       # are refused; env_options go over the recipe's
 
 Relative paths are relative to the repository root (the current directory of the command).
+
+The runner imports the summariser by its name (`Campaign.load_summariser`) and calls it as
+``summariser(campaign, entry, seed, run_dir, code_version)`` after each run stops; it writes the
+summary to `Campaign.summary_path` (and anything else beside it). So the runner knows no physics:
+what a summary holds is the summariser's.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ from typing import Any
 __all__ = ["Campaign", "Entry", "Restart", "ATTEMPT_SEED_STRIDE", "load_campaign", "is_staged_preset"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_TOP_KEYS = {"name", "runs", "summaries", "seeds", "frontier_ns", "entry"}
+_TOP_KEYS = {"name", "runs", "summaries", "seeds", "summariser", "frontier_ns", "entry"}
+SUMMARISER_EXAMPLE = "quantgate_analysis.campaign:summarise"
 DEFAULT_FRONTIER_NS = tuple(float(t) for t in range(5, 21))  # gate times of the frontier, ns
 _ENTRY_KEYS = {"name", "description", "algo", "preset", "total_steps", "flags", "env_options",
                "init_from", "robustness", "seeds", "restart"}
@@ -153,6 +161,7 @@ class Campaign:
         summaries: folder of its committed summaries and pulses.
         seeds: the campaign's seeds in run order.
         entries: its entries in file order.
+        summariser: ``module:function`` of the function that summarises a run (`load_summariser`).
         frontier_ns: gate times (ns) at which summaries record the best J_T.
     """
 
@@ -162,6 +171,7 @@ class Campaign:
     summaries: str
     seeds: tuple[int, ...]
     entries: tuple[Entry, ...]
+    summariser: str
     frontier_ns: tuple[float, ...] = DEFAULT_FRONTIER_NS
 
     def entry(self, name: str) -> Entry:
@@ -178,6 +188,24 @@ class Campaign:
     def run_parent(self, entry: Entry, seed: int) -> str:
         """The ``--out`` folder of `entry`'s run for `seed` (it holds one run directory)."""
         return os.path.join(self.runs, entry.name, f"s{seed}")
+
+    def summary_path(self, entry: Entry, seed: int) -> str:
+        """Where the summariser writes the summary of `entry`'s run for `seed` (JSON, committed).
+
+        The runner reads its ``status`` to skip a run summarised on another machine.
+        """
+        return os.path.join(self.summaries, entry.name, f"s{seed}.json")
+
+    def load_summariser(self):
+        """Import the summariser the file names (``summariser = "module:function"``).
+
+        Raises:
+            ValueError: naming the file and the key, when the name is malformed or does not
+                import to a callable.
+        """
+        from jaxrl_agents.common.factories import import_factory
+
+        return import_factory(self.summariser, f"{self.path}: summariser", SUMMARISER_EXAMPLE)
 
 
 def _fail(path: str, where: str, expected: str, got: Any) -> ValueError:
@@ -314,6 +342,10 @@ def load_campaign(path: str) -> Campaign:
     if not _NAME.match(data["name"]):
         raise _fail(path, "name", "letters, digits, '-' and '_'", data["name"])
     seeds = _seeds(path, "seeds", data.get("seeds"))
+    summariser = data.get("summariser")
+    if not isinstance(summariser, str) or summariser.count(":") != 1 or not all(summariser.split(":")):
+        raise _fail(path, "summariser", f"'module:function' of the function that summarises a run "
+                    f"(e.g. {SUMMARISER_EXAMPLE!r})", summariser)
     tables = data.get("entry")
     if not isinstance(tables, list) or not tables:
         raise _fail(path, "entry", "one or more [[entry]] tables", tables)
@@ -326,4 +358,4 @@ def load_campaign(path: str) -> Campaign:
             or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 for t in frontier)):
         raise _fail(path, "frontier_ns", "a non-empty list of positive gate times (ns)", frontier)
     return Campaign(path, data["name"], data["runs"], data["summaries"], seeds,
-                    tuple(entries.values()), tuple(float(t) for t in sorted(frontier)))
+                    tuple(entries.values()), summariser, tuple(float(t) for t in sorted(frontier)))

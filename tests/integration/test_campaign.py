@@ -14,13 +14,13 @@ import pytest
 from jaxrl_agents.run import trainer
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.presets import get_preset
+from quantgate_analysis.page import write_page
 from quantgate_env import load_pulse_csv, rollout_pulse
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
 
-from scripts.campaign.page import write_page  # noqa: E402
-from scripts.campaign.rundirs import find_run_dir, run_status
+from scripts.campaign.rundirs import find_run_dir, run_status  # noqa: E402
 from scripts.campaign.runner import run_campaign  # noqa: E402
 from scripts.campaign.spec import load_campaign  # noqa: E402
 
@@ -32,6 +32,7 @@ name = "mini"
 runs = "runs"
 summaries = "summaries"
 seeds = [1]
+summariser = "quantgate_analysis.campaign:summarise"
 frontier_ns = [3, 5]
 
 [[entry]]
@@ -125,7 +126,8 @@ def test_the_fine_tuning_run_starts_from_its_source_best(campaign_dir):
 
 
 def test_a_fine_tune_of_a_fine_tune_counts_its_whole_chain_from_scratch(campaign_dir):
-    from scripts.campaign.summary import _read_progress, _source
+    from quantgate_analysis.rundir import read_progress as _read_progress
+    from quantgate_analysis.summary import _source
 
     _, campaign, interrupted = campaign_dir
     ft = find_run_dir(campaign.run_parent(campaign.entries[1], 1))
@@ -260,7 +262,7 @@ def test_a_summarised_run_that_never_checkpointed_here_starts_afresh(campaign_di
 
 def test_the_code_version_ignores_the_campaign_s_own_summaries(tmp_path):
     """A running campaign rewrites its tracked summaries: that alone does not make the code dirty."""
-    from scripts.campaign.summary import code_version
+    from quantgate_analysis.campaign import code_version
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -315,16 +317,22 @@ def test_the_page_is_built_from_the_summaries_alone(campaign_dir, tmp_path):
 
 def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
     cases = {
-        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nsummariser = 'm:f'\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
         "preset = 'fast'\ntotal_steps = 10\ninit_from = 'b'\n": "entry 'a': init_from: expected the name",
-        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nsummariser = 'm:f'\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
         "preset = 'fast'\ntotal_steps = 10\nseeds = [2]\n": "entry 'a': seeds: expected a subset",
         "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nbogus = 1\n": "keys: expected some of",
-        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nsummariser = 'm:f'\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
         "preset = 'fast'\ntotal_steps = 10\nflags = { seed = 3 }\n": "entry 'a': flags",
-        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nsummariser = 'm:f'\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
         "preset = 'fast'\ntotal_steps = 10\nrestart = { below = 1e-2, within_steps = 20, attempts = 3 }\n":
         "entry 'a': restart: within_steps: expected a step count in (0, total_steps = 10)",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\n[[entry]]\nname = 'a'\nalgo = 'ppo'\n"
+        "preset = 'fast'\ntotal_steps = 10\n": "summariser: expected 'module:function' of the function "
+        "that summarises a run (e.g. 'quantgate_analysis.campaign:summarise'), got None",
+        "name = 'x'\nruns = 'r'\nsummaries = 's'\nseeds = [1]\nsummariser = 'no_such_module:f'\n"
+        "[[entry]]\nname = 'a'\nalgo = 'ppo'\npreset = 'fast'\ntotal_steps = 10\n":
+        "summariser: cannot import module 'no_such_module' of 'no_such_module:f'",
     }
     for text, match in cases.items():
         path = tmp_path / "bad.toml"
@@ -367,7 +375,7 @@ def _toy_summary(run, seed, hit, init_from=None):
 
 
 def test_a_chain_reaches_a_threshold_when_its_first_run_does():
-    from scripts.campaign.page import _to, link_sources
+    from quantgate_analysis.page import _to, link_sources
 
     # The source crossed 1e-4 at 100 steps / 10 s, and its best policy (step 500, 50 s) seeded
     # the fine-tune, which met 1e-4 again 20 steps / 5 s in: the chain got there at 100 / 10.
@@ -395,7 +403,7 @@ def test_a_restarted_seed_stays_its_campaign_seed_on_the_page(tmp_path):
     fine-tunes keep the campaign seed: the page keys both by the file's seed, so the chain links
     and reaches 1e-4 when its first run did (before, seed 2014 and seed 14 never matched and the
     fine-tune's time counted the whole source run)."""
-    from scripts.campaign.page import _seed_label, _to, link_sources, load_summaries
+    from quantgate_analysis.page import _seed_label, _to, link_sources, load_summaries
 
     start = {"run": "src-14", "step": 500, "wall_s": 50.0}
     for entry, summary in (("src", _toy_summary("src-14", 2014, (100, 10.0))),
@@ -476,7 +484,7 @@ def test_a_cut_progress_table_is_refused_naming_the_file(campaign_dir, tmp_path)
 
 
 def test_times_to_a_threshold_count_the_failed_attempts_before_the_run():
-    from scripts.campaign.summary import _thresholds
+    from quantgate_analysis.summary import _thresholds
 
     rows = [{"step": "512", "wall": "2.0", "eval_JT_min": "0.02"},
             {"step": "1024", "wall": "4.5", "eval_JT_min": "0.005"}]
@@ -528,7 +536,7 @@ def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it():
 
 
 def test_the_median_aim_is_judged_on_eight_seeds_and_a_never_counts_as_never():
-    from scripts.campaign.page import _aims
+    from quantgate_analysis.page import _aims
 
     def run(seed, jt, minutes):
         hit = None if minutes is None else {"steps": 10**6, "wall_s": 60.0 * minutes}
@@ -571,14 +579,14 @@ def test_summarize_rewrites_only_the_entries_and_seeds_it_is_given(campaign_dir,
 
 
 def test_the_frontier_keeps_a_shorter_gate_at_every_longer_time():
-    from scripts.campaign.page import _frontier
+    from quantgate_analysis.frontier import best_frontier
 
     def run(rl, grape):
         return {"frontier": {"gate_time_ns": [8.0, 10.0, 12.0], "rl_JT": rl, "grape_JT": grape}}
 
     summaries = {"a": [run([1e-2, 1e-3, 1e-3], [1e-4, 1e-9, 3e-6])],
                  "b": [run([5e-2, 5e-4, 2e-4], [None, 4e-6, 2e-6])]}
-    front = _frontier(summaries)
+    front = best_frontier(summaries)
     assert front["t"] == [8.0, 10.0, 12.0]
     assert front["rl"] == [1e-2, 5e-4, 2e-4]  # the best run at each time
     assert front["grape"] == [1e-4, 1e-9, 1e-9]  # 12 ns keeps a's 10 ns gate, not 2e-6

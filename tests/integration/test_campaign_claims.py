@@ -14,11 +14,11 @@ import os
 
 import numpy as np
 import pytest
+from quantgate_analysis.paper import PAPER_GATE_NS
 
 from tests.quantgate_env import reference_model as ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PAPER_GATE_NS = 17.25
 # Two float64 propagations of <= 345 samples by different exact methods (Taylor series to machine
 # precision vs Pade expm): each sample's unitary errs by ~1e-15, so the products by ~1e-13 and J_T,
 # a quadratic form of the gate, by the same order. 1e-10 leaves a wide margin and stays 5 orders

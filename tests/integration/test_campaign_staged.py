@@ -20,17 +20,20 @@ from jaxrl_agents.stages import recipes as recipes_module
 from jaxrl_agents.stages.recipe import Recipe, RestartRule, Stage
 from jaxrl_agents.stages.staged_run import StagedRun
 from jaxrl_agents.stages.timeline import crossings, score_of, timeline
+from quantgate_analysis.campaign import summarise
+from quantgate_analysis.page import write_page
+from quantgate_analysis.paper import PAPER_JT
+from quantgate_analysis.summary import summarize_staged
+from quantgate_analysis.thresholds import THRESHOLDS, threshold_key
 from quantgate_env import load_pulse_csv, rollout_pulse
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
 
 from scripts.campaign import runner  # noqa: E402
-from scripts.campaign.page import write_page  # noqa: E402
 from scripts.campaign.rundirs import read_staged_run  # noqa: E402
 from scripts.campaign.runner import run_campaign  # noqa: E402
 from scripts.campaign.spec import load_campaign  # noqa: E402
-from scripts.campaign.summary import THRESHOLDS, summarize_staged, threshold_key, write_summary  # noqa: E402
 
 NET = {"n_envs": 4, "n_steps": 128, "hidden": [16, 16]}
 ROLLOUT = 4 * 128
@@ -41,7 +44,7 @@ TINY = Recipe("tiny", "a test recipe", {"T": 6.0, "pulse_length": 120}, (
           restart=RestartRule(1e-12, ROLLOUT, 2)),
     Stage("polish", "trpo", {**NET, "batch_size": 128, "n_critic_updates": 2,
                              "activation": "tanh"}, 2 * ROLLOUT)),
-    thresholds=(1e-2,), reference=(9.486e-5, "the paper's gate"))
+    thresholds=(1e-2,), reference=(PAPER_JT, "the paper's gate"))
 # jaxrl-train in its own process, with the tiny recipe registered as `tiny`.
 TRAIN_WITH_TINY = (sys.executable, "-c", "import json, sys\n"
                    "from jaxrl_agents.stages import recipes\n"
@@ -54,6 +57,7 @@ name = "mini"
 runs = "runs"
 summaries = "campaigns/mini"
 seeds = [1]
+summariser = "quantgate_analysis.campaign:summarise"
 frontier_ns = [3, 5]
 
 [[entry]]
@@ -88,7 +92,7 @@ def staged(tmp_path_factory):
                                 argv=["jaxrl-train", *entry.train_args(1, parent, None)]) as run:
                 top = run.top
                 run.advance(stop_after_updates=2)
-            write_summary(campaign, entry, 1, top, "v-first")
+            summarise(campaign, entry, 1, top, "v-first")
             interrupted = json.loads((root / "campaigns/mini/gate/s1.json").read_text())
             assert run_campaign(campaign, code_version="v-test", progress="off") == 0
             yield root, campaign, top, interrupted
@@ -302,6 +306,7 @@ name = "x"
 runs = "r"
 summaries = "s"
 seeds = [1]
+summariser = "m:f"
 [[entry]]
 name = "g"
 preset = "gate"

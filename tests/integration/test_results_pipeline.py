@@ -1,5 +1,5 @@
 """The issue-8 pipeline in miniature: train on the gate env with jaxrl-train, then regenerate the
-results page (tables, figures, robustness maps) with scripts/make_results.py from the run dirs."""
+results page (tables, figures, robustness maps) with ``quantgate-results runs`` from the run dirs."""
 
 import csv
 import pathlib
@@ -10,7 +10,6 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
 
@@ -33,7 +32,7 @@ def test_short_training_then_results_page(tmp_path):
     assert done.returncode == 0, done.stderr
 
     page, figures = tmp_path / "results.md", tmp_path / "figures"
-    make = [sys.executable, str(ROOT / "scripts" / "make_results.py"), *map(str, runs),
+    make = [str(BIN / "quantgate-results"), "runs", *map(str, runs),
             "--out", str(page), "--figures", str(figures), "--robustness", "--refine", "5"]
     done = subprocess.run(make, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
@@ -67,13 +66,8 @@ def test_short_training_then_results_page(tmp_path):
 
 def test_best_within_gate_time_reads_only_alive_steps_up_to_the_limit(tmp_path):
     """The '<= 17.25 ns' column: the minimum over evaluations of J_T at alive steps with t <= limit."""
-    import importlib.util
-
     import numpy as np
-
-    spec = importlib.util.spec_from_file_location("make_results", ROOT / "scripts" / "make_results.py")
-    make_results = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_results)
+    from quantgate_analysis import runs_page
 
     t = np.tile(np.arange(1, 6) * 5.0, (3, 1))          # 5, 10, 15, 20, 25 ns in each of 3 evals
     jt = np.array([[0.5, 0.4, 0.3, 1e-6, 1e-7],          # the best values lie after the limit,
@@ -82,6 +76,6 @@ def test_best_within_gate_time_reads_only_alive_steps_up_to_the_limit(tmp_path):
     alive = np.ones_like(jt, bool)
     alive[2, 1:] = False
     np.savez(tmp_path / "evals.npz", step=np.array([100, 200, 300]), JT=jt, t=t, alive=alive)
-    got = make_results._best_within(str(tmp_path), 17.25)
+    got = runs_page._best_within(str(tmp_path), 17.25)
     assert got == {"short_JT": 2e-3, "short_t": 10.0, "short_step": 200, "short_index": (1, 1)}
-    assert make_results._best_within(str(tmp_path), 1.0) == {}
+    assert runs_page._best_within(str(tmp_path), 1.0) == {}

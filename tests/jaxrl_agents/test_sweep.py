@@ -4,7 +4,6 @@ Tiny budgets on the toy env: 8 updates of 64 steps per trial, one report every 2
 """
 
 import csv
-import importlib.util
 import json
 import os
 import shutil
@@ -21,7 +20,6 @@ from jaxrl_agents.sweep.summary import trial_groups  # noqa: E402
 
 from .conftest import TOY_ENV  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TRAIN = {"algo": "ppo", "env": TOY_ENV, "total_steps": 512, "eval_every": 128, "seeds": [0, 1],
          "config": {"n_envs": 4, "n_steps": 16, "n_epochs": 2, "n_minibatches": 2,
@@ -92,14 +90,12 @@ def test_grid_of_two_trials(local_ray, tmp_path):
         assert float(r["best_eval_JT_min"]) == pytest.approx(min(best), rel=1e-12)
         assert r["run_dirs"].count(";") == 1
         assert [e["event"] for e in _log(sweep, r["trial_id"])] == ["start", "finished"]
-    # scripts/make_results.py reads a sweep directory as all its trials' runs, best trial first
-    loader = importlib.util.spec_from_file_location(
-        "make_results", os.path.join(REPO, "scripts", "make_results.py"))
-    make_results = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(make_results)
-    dirs = make_results.expand_sweeps([sweep])
+    # quantgate-results runs reads a sweep directory as all its trials' runs, best trial first
+    from quantgate_analysis import runs_page
+
+    dirs = runs_page.expand_sweeps([sweep])
     assert dirs == [os.path.join(sweep, d) for r in table for d in r["run_dirs"].split(";")]
-    assert make_results.read_run(dirs[0])
+    assert runs_page.read_run(dirs[0])
     # the same command again: everything finished, nothing trains again
     run_sweep(spec, progress="off")
     for r in table:
