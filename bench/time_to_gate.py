@@ -18,9 +18,12 @@ it beats the paper's gate (the time-to-gate figures, without the rest of the pol
 processes with disjoint ``--seeds`` may share an ``--out`` (each seed's files are its own); their
 times are then shared-core times.
 
-    uv run python bench/time_to_gate.py --seeds 101 102 103 104 105 106 107 108 --out runs/ttg
-    uv run python bench/time_to_gate.py --table runs/ttg            # the table of what is there
-    uv run python bench/time_to_gate.py --preset gate --seeds 1 --minutes 5 --out /tmp/ttg
+    uv run --locked --package quantgate-analysis python bench/time_to_gate.py --seeds 101 102 103 104 105 106 107 108 --out runs/ttg
+    uv run --locked --package quantgate-analysis python bench/time_to_gate.py --table runs/ttg   # the table of what is there
+    uv run --locked --package quantgate-analysis python bench/time_to_gate.py --preset gate --seeds 1 --minutes 5 --out /tmp/ttg
+
+(``--package quantgate-analysis``: the paper's J_T and the thresholds are quantgate-analysis's, as
+the campaign summaries record them.)
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ import subprocess
 import sys
 import time
 
+from quantgate_analysis.paper import PAPER_GATE_NS, PAPER_JT
+from quantgate_analysis.thresholds import THRESHOLDS  # the campaign summaries' (the paper's J_T last)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import load  # noqa: E402
 
-PAPER_JT = 9.486e-5
-THRESHOLDS = (1e-2, 1e-3, 1e-4, PAPER_JT)
 CAMPAIGN_MEDIAN_MIN = 28.0  # the restart-rule chain's median seed to 1e-4 (campaigns/README.md)
 PAPER_HOURS, PAPER_STEPS = 9.0, 12.6e6  # the paper's TRPO run to its gate (reference-results.md)
 BENCH_JSON = "bench.json"  # per seed, in <out>/s<seed>/: process wall time and load averages
@@ -197,7 +201,7 @@ def table(out: str, preset: str) -> dict:
         print(f"  median to {t:.4g}: {m:.1f} min, {ms / 1e6:.2f}M steps; within 30 min: "
               f"{n30} of {len(rows)}")
     print(f"  median best J_T: {statistics.median(r['best'] for r in rows.values()):.3e} "
-          f"(the paper's {PAPER_JT:.4g} at 17.25 ns)")
+          f"(the paper's {PAPER_JT:.4g} at {PAPER_GATE_NS:g} ns)")
     print(f"  baselines: the campaign chain's median seed to 1e-4 {CAMPAIGN_MEDIAN_MIN} min "
           f"(2 cores, three runs by hand); the paper about {PAPER_HOURS:g} h and "
           f"{PAPER_STEPS / 1e6:.1f}M steps")
