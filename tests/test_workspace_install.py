@@ -46,6 +46,15 @@ def test_main_command_installs_no_test_stack():
     assert not leaked, f"the main command's environment would hold test-only packages: {leaked}"
 
 
+def test_the_analysis_command_installs_no_test_stack():
+    """`uv run --locked --package quantgate-analysis quantgate-results page ...` (the results page, a
+    campaign): the analysis and its runtime, matplotlib included, but nothing of the test stack."""
+    analysis = _locked_names("--package", "quantgate-analysis")
+    assert {"jax", "flax", "matplotlib", "numpy"} <= analysis
+    leaked = sorted(n for n in analysis if (n in TEST_ONLY and n != "matplotlib") or n.startswith(NVIDIA_PREFIX))
+    assert not leaked, f"the analysis command's environment would hold test-only packages: {leaked}"
+
+
 def test_test_command_installs_the_test_clients():
     with_tests = _locked_names("--group", "test")
     missing = sorted({"pytest", "torch", "stable-baselines3", "sb3-contrib", "weylchamber", "scipy"} - with_tests)
