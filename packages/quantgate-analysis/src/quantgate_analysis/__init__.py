@@ -10,8 +10,8 @@ Layout: `paper` (constants) <- `thresholds`, `gates` (best gates of evaluation e
 JSON and pulse CSVs); `page` (+ `figures`, `campaign_file`) reads summaries only; `rundir` reads
 run directories through jaxrl-agents' file readers; `cli` is ``quantgate-results``.
 
-The names below load on first use (PEP 562): importing the package imports neither JAX, the
-agents nor matplotlib, so a campaign runner can import the summariser by name cheaply.
+The names below load on first use (PEP 562): importing the package, or its `paper` constants,
+imports neither JAX, the agents nor matplotlib.
 """
 
 import importlib

@@ -31,7 +31,7 @@ from .rundir import to_float
 
 __all__ = ["read_run", "write_runs_page", "expand_sweeps"]
 
-THRESHOLDS = (1e-2, 1e-3, 1e-4)  # the decades the table counts steps and wall-clock to
+DECADES = (1e-2, 1e-3, 1e-4)  # the J_T the table counts steps and wall-clock to
 # Per-update diagnostics summarised over the second half of training (medians), when present.
 DIAGNOSTICS = ("approx_kl", "clip_frac", "kl", "grad_steps", "std")
 
@@ -79,7 +79,7 @@ def read_run(run_dir: str) -> dict:
         best_1mU=to_float(evals[best].get("eval_1mU_at_best")),
         best_first_PE=to_float(evals[best].get("eval_t_first_PE")),
     )
-    for threshold in THRESHOLDS:
+    for threshold in DECADES:
         hit = np.flatnonzero(jt < threshold)
         summary[f"steps_{threshold:.0e}"] = int(to_float(evals[hit[0]]["step"])) if hit.size else None
         summary[f"wall_{threshold:.0e}"] = to_float(evals[hit[0]]["wall"]) if hit.size else None
@@ -200,7 +200,10 @@ def write_runs_page(runs: list[dict], out: str, figures: str, robustness: bool, 
     Returns:
         `out`.
     """
-    from jaxrl_agents.run.plot import plot_run
+    try:  # jaxrl-plot's figures: in console/ once jaxrl-agents' run/ is split by concern (issue 35)
+        from jaxrl_agents.console.plot import plot_run
+    except ImportError:
+        from jaxrl_agents.run.plot import plot_run
     from quantgate_env import paper_pulse
     from quantgate_env.tools.grape import refine_pulse
     from quantgate_env.tools.robustness import pulse_robustness
@@ -217,13 +220,13 @@ def write_runs_page(runs: list[dict], out: str, figures: str, robustness: bool, 
               f"| run | steps done | best J_T | at (ns) | 1 - U there | first PE (ns) | best J_T at <= {PAPER_GATE_NS} ns (at) | last-quarter median J_T | to 1e-2 | to 1e-3 | to 1e-4 | wall to 1e-2 / 1e-3 / 1e-4 |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run in runs:
-        walls = " / ".join(_fmt(run.get(f"wall_{t:.0e}"), "wall") for t in THRESHOLDS)
+        walls = " / ".join(_fmt(run.get(f"wall_{t:.0e}"), "wall") for t in DECADES)
         lines.append(
             f"| {run['run']} | {_fmt(run['steps_done'], 'steps')} of {_fmt(run['total_steps'], 'steps')} | "
             f"{_fmt(run.get('best_JT'))} | {_fmt(run.get('best_t'), 't')} | {_fmt(run.get('best_1mU'))} | "
             f"{_fmt(run.get('best_first_PE'), 't')} | "
             f"{_fmt(run.get('short_JT'))} ({_fmt(run.get('short_t'), 't')}) | {_fmt(run.get('late_JT'))} | "
-            + " | ".join(_fmt(run.get(f"steps_{t:.0e}"), "steps") for t in THRESHOLDS) + f" | {walls} |")
+            + " | ".join(_fmt(run.get(f"steps_{t:.0e}"), "steps") for t in DECADES) + f" | {walls} |")
     lines += ["", "Per group (median over seeds of the best J_T):", ""]
     for name, group in groups.items():
         best = [r["best_JT"] for r in group if "best_JT" in r]
