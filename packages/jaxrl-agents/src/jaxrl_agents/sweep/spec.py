@@ -29,7 +29,7 @@ from .spec_fields import (
     str_field,
     table_field,
 )
-from .spec_space import DISTRIBUTIONS, parse_scheduler, parse_space
+from .spec_space import DISTRIBUTIONS, count_trials, parse_scheduler, parse_space
 
 __all__ = ["SpecError", "SweepSpec", "load_spec", "parse_spec", "METRIC_REDUCTIONS",
            "SEED_AGGREGATIONS", "DISTRIBUTIONS"]
@@ -120,12 +120,7 @@ class SweepSpec:
 
     def n_trials(self) -> int:
         """Trials the sweep will run (grid: product of the value lists, times num_samples)."""
-        if self.method == "random":
-            return self.num_samples
-        n = 1
-        for entry in self.space.values():
-            n *= len(entry["values"])
-        return n * self.num_samples
+        return count_trials(self.space, self.method, self.num_samples)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -190,17 +185,16 @@ def parse_spec(raw: dict) -> SweepSpec:
         if num_cpus < cpus:
             raise SpecError(f"num_cpus: expected at least cpus_per_trial = {cpus} (else no trial "
                             f"could ever start), got {num_cpus}")
-    spec = SweepSpec(
+    max_concurrent = int_field("max_concurrent", raw.get("max_concurrent", 0), minimum=0)
+    max_failures = int_field("max_failures", raw.get("max_failures", 3), minimum=0)
+    report_every = int_field("report_every", raw.get("report_every", 1))
+    scheduler = parse_scheduler(table_field("scheduler", raw.get("scheduler", {"type": "fifo"})),
+                                train, space, count_trials(space, method, num_samples))
+    return SweepSpec(
         name=name, out=out, train=train, space=space, method=method, num_samples=num_samples,
         random_seed=random_seed, metric=metric, reduce=reduce, seeds_reduce=seeds_reduce,
-        mode=mode, cpus_per_trial=cpus, num_cpus=num_cpus,
-        max_concurrent=int_field("max_concurrent", raw.get("max_concurrent", 0), minimum=0),
-        max_failures=int_field("max_failures", raw.get("max_failures", 3), minimum=0),
-        report_every=int_field("report_every", raw.get("report_every", 1)),
-        scheduler={"type": "fifo"})
-    scheduler = parse_scheduler(table_field("scheduler", raw.get("scheduler", {"type": "fifo"})),
-                                spec)
-    return dataclasses.replace(spec, scheduler=scheduler)
+        mode=mode, cpus_per_trial=cpus, num_cpus=num_cpus, max_concurrent=max_concurrent,
+        max_failures=max_failures, report_every=report_every, scheduler=scheduler)
 
 
 def _parse_train(t: dict) -> dict:

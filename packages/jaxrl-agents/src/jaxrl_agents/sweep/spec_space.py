@@ -4,12 +4,14 @@
 ``{"config.<field>" | "env.<option>" | "seeds": {kind: args}}``, checking every listed value (or both
 ends of a range) against the algorithm config and building the environment with each env option;
 `parse_scheduler` reads ``[scheduler]`` (fifo, ASHA or PBT and its mutations) against the parsed
-SPEC. Split from spec.py, which calls both from `parse_spec`.
+SPEC's other fields. Split from spec.py, which calls both from `parse_spec`; they take the parsed
+fields as plain values, so this module needs nothing of spec.py (`SweepSpec.n_trials` counts with
+`count_trials`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import jaxrl
 from .spec_fields import (
@@ -25,10 +27,7 @@ from .spec_fields import (
     within,
 )
 
-if TYPE_CHECKING:
-    from .spec import SweepSpec
-
-__all__ = ["DISTRIBUTIONS", "SCHEDULERS", "PBT_CHECKS", "parse_space", "parse_scheduler"]
+__all__ = ["DISTRIBUTIONS", "SCHEDULERS", "PBT_CHECKS", "parse_space", "parse_scheduler", "count_trials"]
 
 DISTRIBUTIONS = ("values", "uniform", "loguniform", "randint")
 SCHEDULERS = ("fifo", "asha", "pbt")
@@ -151,11 +150,35 @@ def _check_env_space(train: dict, space: dict) -> None:
 
 
 # -------------------------------------------------------------------------------- scheduler
-def parse_scheduler(s: dict, spec: SweepSpec) -> dict:
-    """The ``[scheduler]`` table, validated against `spec` (the SPEC parsed so far)."""
+def count_trials(space: dict, method: str, num_samples: int) -> int:
+    """Trials a sweep runs: `num_samples` draws (random), or each grid point `num_samples` times.
+
+    Args:
+        space: the parsed search space (`parse_space`); a grid's entries are all ``{"values": [...]}``.
+        method: "grid" or "random".
+        num_samples: samples per grid point, or the number of random draws.
+    """
+    if method == "random":
+        return num_samples
+    n = 1
+    for entry in space.values():
+        n *= len(entry["values"])
+    return n * num_samples
+
+
+def parse_scheduler(s: dict, train: dict, space: dict, n_trials: int) -> dict:
+    """The ``[scheduler]`` table, validated against the SPEC's fields parsed before it.
+
+    Args:
+        s: the raw ``[scheduler]`` table.
+        train: the parsed ``[train]`` table (its algo, total_steps and eval_every bound the
+            scheduler's intervals).
+        space: the parsed search space (`parse_space`).
+        n_trials: the sweep's trials (`count_trials`): a PBT population needs two at least.
+    """
     kind = str_field("scheduler.type", s.get("type", "fifo"), SCHEDULERS)
     known_fields("scheduler", s, _SCHEDULER_KEYS[kind])
-    total, eval_every = spec.train["total_steps"], spec.train["eval_every"]
+    total, eval_every = train["total_steps"], train["eval_every"]
     if kind == "fifo":
         return {"type": "fifo"}
     if kind == "asha":
@@ -185,18 +208,18 @@ def parse_scheduler(s: dict, spec: SweepSpec) -> dict:
     synch = s.get("synch", False)
     if not isinstance(synch, bool):
         fail("scheduler.synch", "true or false", synch)
-    if "seeds" in spec.space:
+    if "seeds" in space:
         raise SpecError("space.seeds: a PBT population shares one seed list (train.seeds): an "
                         "exploit step copies a member's checkpoint, seeds included, to another")
     muts = table_field("scheduler.mutations", s.get("mutations", {}))
     known_fields("scheduler.mutations", muts, {"config"})
     mutations = {}
-    fields = config_fields(spec.train["algo"])
+    fields = config_fields(train["algo"])
     for name, entry in table_field("scheduler.mutations.config", muts.get("config", {})).items():
         path = f"scheduler.mutations.config.{name}"
         if name not in fields:
             raise SpecError(f"{path}: unknown field of "
-                            f"{jaxrl.config_class(spec.train['algo']).__name__}; valid: "
+                            f"{jaxrl.config_class(train['algo']).__name__}; valid: "
                             f"{sorted(fields)}")
         if fields[name].metadata["check"] not in PBT_CHECKS:
             raise SpecError(f"{path}: PBT explores real-valued fields only (lr, clip_eps, "
@@ -206,13 +229,13 @@ def parse_scheduler(s: dict, spec: SweepSpec) -> dict:
         if "randint" in parsed:
             raise SpecError(f"{path}.randint: PBT explores real-valued fields; use uniform, "
                             f"loguniform or values")
-        _check_candidates(path, spec.train, name, parsed)
+        _check_candidates(path, train, name, parsed)
         mutations[f"config.{name}"] = parsed
     if not mutations:
         raise SpecError("scheduler.mutations.config: expected at least one field for PBT to "
                         "explore (e.g. lr = {loguniform = [1e-5, 1e-3]})")
-    if spec.n_trials() < 2:
+    if n_trials < 2:
         raise SpecError(f"num_samples: a PBT population needs at least 2 members, got "
-                        f"{spec.n_trials()} trial(s)")
+                        f"{n_trials} trial(s)")
     return {"type": "pbt", "perturbation_interval": interval, "quantile_fraction": qf,
             "resample_probability": rp, "synch": synch, "mutations": mutations}
