@@ -21,6 +21,8 @@ observation dict ``{"observation", "action_mask"}`` is split: the mask is not pa
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -29,7 +31,8 @@ from gymnasium import spaces
 from ..common.networks import ActorCritic
 from ..common.policy import Policy
 
-__all__ = ["AgentSpaces", "MARLPolicy", "agent_policies", "split_mask_obs", "space_to_json", "space_from_json"]
+__all__ = ["AgentSpaces", "MARLPolicy", "AgentPolicies", "agent_policies", "safe_agent_name", "split_mask_obs",
+           "space_to_json", "space_from_json"]
 
 
 def split_mask_obs(obs):
@@ -277,9 +280,28 @@ class MARLPolicy(Policy):
         return out if self.spaces is None else self.spaces.to_env(out)
 
 
-def agent_policies(agent_spaces: Mapping, params: Mapping, metadata: dict) -> dict:
+def safe_agent_name(agent) -> str:
+    """A file-system-safe directory name for agent id `agent` (other characters become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(agent))
+
+
+class AgentPolicies(dict):
+    """Agent id -> its `MARLPolicy`: a dict, that saves as one policy directory per agent.
+
+    What IPPO trains and a run directory keeps (``best_policy/``, ``last_policy/``, ``policies/``):
+    `save` gives it the ``save(directory)`` of a single `Policy`, so the code that writes policies
+    never asks which kind it holds.
+    """
+
+    def save(self, directory: str) -> None:
+        """Save each agent's policy into ``directory/<agent>/`` (`safe_agent_name`)."""
+        for agent, policy in self.items():
+            policy.save(os.path.join(directory, safe_agent_name(agent)))
+
+
+def agent_policies(agent_spaces: Mapping, params: Mapping, metadata: dict) -> AgentPolicies:
     """Agent -> its `MARLPolicy` (actor and critic; a cost critic stays out), `metadata` + agent id."""
-    return {a: MARLPolicy(agent_spaces[a].model, {"actor": p["actor"], "critic": p["critic"]},
-                          {**metadata, "agent": str(a)}, agent_spaces[a])
-            for a, p in params.items()}
+    return AgentPolicies({a: MARLPolicy(agent_spaces[a].model, {"actor": p["actor"], "critic": p["critic"]},
+                                        {**metadata, "agent": str(a)}, agent_spaces[a])
+                          for a, p in params.items()})
 

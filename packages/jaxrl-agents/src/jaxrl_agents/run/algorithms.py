@@ -92,8 +92,9 @@ class Compiled(NamedTuple):
     init: Any
     update: Any
     evaluate: Any
-    # IPPO only (None for PPO/TRPO): (params of one seed (numpy), metadata) -> {agent subdirectory:
-    # Policy}, and the summary of one evaluation episode (default common.evaluation.eval_summary).
+    # IPPO only (None for PPO/TRPO): (params of one seed (numpy), metadata) -> the agents' policies
+    # (`ippo.spaces.AgentPolicies`), and the summary of one evaluation episode (default
+    # common.evaluation.eval_summary).
     policies: Any = None
     summarize: Any = None
 

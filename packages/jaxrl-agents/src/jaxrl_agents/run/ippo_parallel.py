@@ -18,7 +18,6 @@ results. The progress bar moves at most every 10 % of the budget.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 
@@ -33,14 +32,9 @@ from .results import TrainResult
 from .run_config import run_record, write_run_config
 from .run_files import PROGRESS_CSV, make_run_dirs, read_progress, remove_new_run_dirs, write_progress
 
-__all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR", "safe_agent_name"]
+__all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR"]
 
 POLICIES_DIR = "policies"
-
-
-def safe_agent_name(agent) -> str:
-    """A file-system-safe directory name for agent id `agent`."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(agent))
 
 
 class MilestoneBar:
@@ -142,7 +136,6 @@ def train_parallel(plan) -> TrainResult:
                 rows.append(row)
             write_progress(os.path.join(run_dir, PROGRESS_CSV), rows)
             atomic_write_json(os.path.join(run_dir, "history.json"), result.history)
-            for agent, policy in result.policies.items():
-                policy.save(os.path.join(run_dir, POLICIES_DIR, safe_agent_name(agent)))
+            result.policies.save(os.path.join(run_dir, POLICIES_DIR))  # one directory per agent
     return TrainResult([run_dir], result.params,
                        [read_progress(os.path.join(run_dir, PROGRESS_CSV))], True)

@@ -23,6 +23,7 @@ from ..common.config import AlgoConfig
 from ..common.contracts import evaluation_of
 from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
+from ..ippo.spaces import AgentPolicies
 from .algorithms import FINITE_STAT, compile_algorithm
 from .checkpoint import save_checkpoint
 from .progress import ProgressReporter
@@ -85,8 +86,8 @@ class Run:
         """A fresh train state: the structure, shapes and dtypes a checkpoint must match."""
         return self.compiled.init(self.seed_keys, self.train_params)
 
-    def _policy(self, params, s: int, step: int, summary: dict) -> Policy | dict:
-        """The seed's policy, or for IPPO {agent: policy} (saved to ``<policy dir>/<agent>/``)."""
+    def _policy(self, params, s: int, step: int, summary: dict) -> Policy | AgentPolicies:
+        """The seed's policy, or IPPO's `AgentPolicies` (saved to ``<policy dir>/<agent>/``)."""
         seed_params = jax.tree_util.tree_map(lambda x: np.asarray(x[s]), params)
         meta = {"algo": self.algo, "seed": self.seeds[s], "step": step, "env": self.env_spec,
                 "env_options": self.env_options, "eval": summary}

@@ -19,7 +19,7 @@ from ..common.evaluation import env_fields
 from ..common.fileio import atomic_savez
 from .run_files import EVALS_NPZ, PROGRESS_CSV, write_progress
 
-__all__ = ["SeedRecord", "fmt", "save_policy", "REPORT_LINES", "report_every_updates",
+__all__ = ["SeedRecord", "fmt", "REPORT_LINES", "report_every_updates",
            "decade_crossed", "best_evaluation_line", "power_of_ten"]
 
 
@@ -82,19 +82,9 @@ class SeedRecord:
                          {k: np.stack(v) for k, v in self.evals.items()})
             self._unsaved_evals = False
         for name, make_policy in self._unsaved_policies.items():
-            save_policy(make_policy(), os.path.join(self.run_dir, name))
+            # A `Policy`, or IPPO's `ippo.spaces.AgentPolicies` (one directory per agent).
+            make_policy().save(os.path.join(self.run_dir, name))
         self._unsaved_policies = {}
-
-
-def save_policy(policy, directory: str) -> None:
-    """Save a `Policy` into `directory`, or IPPO's {agent: policy} into ``directory/<agent>/``."""
-    if isinstance(policy, dict):
-        from .ippo_parallel import safe_agent_name
-
-        for agent, p in policy.items():
-            p.save(os.path.join(directory, safe_agent_name(agent)))
-    else:
-        policy.save(directory)
 
 
 REPORT_LINES = 25  # printed evaluation lines over a run, unless report_every says otherwise
