@@ -4,7 +4,7 @@ Each candidate is a JSON dict of config fields, trained on a few seeds *together
 program, every update evaluated) for a fixed step budget; the table gives, per seed, the best
 evaluation J_T reached by each step mark, the steps to 1e-2 and 1e-3, and the steps/s per seed of
 the run (for ranking wall-clock, re-measure the winners alone: ``train_throughput.py --gate``).
-This is how run/presets.py's ``fast`` was chosen (bench/README.md, "Time to a gate").
+This is how console/presets.py's ``fast`` was chosen (bench/README.md, "Time to a gate").
 
     uv run python bench/preset_search.py ppo '{"lr": 6e-4, "log_std_init": -1.5}' '{}' \
         --steps 3000000 --seeds 1 2 --out /tmp/search

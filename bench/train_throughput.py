@@ -156,7 +156,7 @@ def _time_to_gate(algo: str, preset: str, seeds: list[int], limit_s: float) -> d
     steps}, "best": lowest J_T seen, "last_step": steps reached}}.
     """
     out = tempfile.mkdtemp(prefix="gate_")
-    cmd = [sys.executable, "-m", "jaxrl_agents.run.cli", "--algo", algo, "--preset", preset,
+    cmd = [sys.executable, "-m", "jaxrl_agents.console.cli", "--algo", algo, "--preset", preset,
            "--seeds", *map(str, seeds), "--progress", "lines", "--report-every", "1",
            "--checkpoint-every", "1000000", "--out", out, "--tag", "gate"]
     res = {s: {"t": {}, "step": {}, "best": float("inf"), "last_step": 0} for s in seeds}

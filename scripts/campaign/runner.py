@@ -62,7 +62,7 @@ from .spec import Campaign, Entry
 __all__ = ["run_campaign", "parse_deadline", "TRAIN_COMMAND"]
 
 #: The command that runs ``jaxrl-train`` (its arguments follow), in a process of its own.
-TRAIN_COMMAND = (sys.executable, "-m", "jaxrl_agents.run.cli")
+TRAIN_COMMAND = (sys.executable, "-m", "jaxrl_agents.console.cli")
 
 
 def _in_use(run_dir: str) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl_agents.run import trainer
 from jaxrl_agents.run.algorithms import make_config
-from jaxrl_agents.run.presets import get_preset
+from jaxrl_agents.console.presets import get_preset
 from quantgate_analysis.page import write_page
 from quantgate_env import load_pulse_csv, rollout_pulse
 

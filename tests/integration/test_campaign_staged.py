@@ -50,7 +50,7 @@ TRAIN_WITH_TINY = (sys.executable, "-c", "import json, sys\n"
                    "from jaxrl_agents.stages import recipes\n"
                    "from jaxrl_agents.stages.recipe import Recipe\n"
                    f"recipes.RECIPES['tiny'] = Recipe.from_dict(json.loads({json.dumps(TINY.to_dict())!r}))\n"
-                   "from jaxrl_agents.run.cli import main\n"
+                   "from jaxrl_agents.console.cli import main\n"
                    "sys.exit(main())\n")
 CAMPAIGN = """
 name = "mini"

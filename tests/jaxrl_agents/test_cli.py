@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from jaxrl_agents import load_policy
-from jaxrl_agents.run import cli, plot
+from jaxrl_agents.console import cli, plot
 
 from .conftest import TOY_ENV
 

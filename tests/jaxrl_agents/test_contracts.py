@@ -11,7 +11,7 @@ import pytest
 from jaxrl_agents.common.contracts import (ContractError, Evaluation, FunctionalEnv,
                                            MultiAgentEnv, ReturnEvaluation, evaluation_of)
 from jaxrl_agents.common.env_check import check_env
-from jaxrl_agents.run import cli
+from jaxrl_agents.console import cli
 
 from .toy_envs import Reach
 

@@ -14,7 +14,7 @@ import pytest
 from jaxrl_agents import ActorCritic, Policy
 from jaxrl_agents.common.mlp import mlp_apply
 from jaxrl_agents.run.algorithms import make_config
-from jaxrl_agents.run.cli import build_parser
+from jaxrl_agents.console.cli import build_parser
 
 
 def test_the_critic_gets_its_own_widths_and_the_actor_is_unchanged(tmp_path):

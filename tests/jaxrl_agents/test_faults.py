@@ -18,7 +18,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_agents.run import cli, loop, trainer
+from jaxrl_agents.console import cli
+from jaxrl_agents.run import loop, trainer
 from jaxrl_agents.run.run_files import read_progress
 from jaxrl_agents.common.fileio import (DirectoryLockedError, atomic_write, describe_os_error, load_npz,
                                  lock_directory)

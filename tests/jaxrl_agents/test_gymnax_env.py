@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_agents.run import cli, plot
+from jaxrl_agents.console import cli, plot
 from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 

@@ -124,7 +124,7 @@ def test_an_empty_directory_is_refused_by_name(tmp_path):
 
 def test_the_cli_keeps_the_learned_std_whatever_the_preset(source, tmp_path):
     """`--preset fast` sets log_std_init -1.5 for fresh networks; a fine-tuning run keeps its std."""
-    from jaxrl_agents.run import cli
+    from jaxrl_agents.console import cli
 
     argv = ["--preset", "fast", "--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32",
             "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
@@ -142,7 +142,7 @@ def test_a_source_run_still_training_is_refused_naming_it(source, tmp_path, caps
     """Row 7: a source run still training (locked) was accepted silently, its best policy taken
     mid-search (and liable to be replaced while read). It is refused, naming the run directory."""
     from jaxrl_agents.common.fileio import lock_directory
-    from jaxrl_agents.run import cli
+    from jaxrl_agents.console import cli
 
     with lock_directory(source):  # as the source's own jaxrl-train process holds it
         for start in (source, os.path.join(source, "best_policy")):
@@ -158,7 +158,7 @@ def test_a_source_run_still_training_is_refused_naming_it(source, tmp_path, caps
 
 def test_a_run_says_which_source_and_step_it_starts_from(source, tmp_path, capsys):
     """Row 7: no run printed its source or the source's step; only config.json said so."""
-    from jaxrl_agents.run import cli
+    from jaxrl_agents.console import cli
 
     step = load_policy(source).metadata["step"]
     argv = ["--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32", "--n-envs", "16", "--n-steps",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import Policy
-from jaxrl_agents.run import cli
+from jaxrl_agents.console import cli
 from jaxrl_agents.run.ippo_parallel import MilestoneBar
 
 ENV = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"

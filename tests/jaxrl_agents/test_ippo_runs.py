@@ -11,7 +11,8 @@ import pytest
 
 from jaxrl_agents import Policy
 from jaxrl_agents.ippo import MARLPolicy
-from jaxrl_agents.run import cli, trainer
+from jaxrl_agents.console import cli
+from jaxrl_agents.run import trainer
 from jaxrl_agents.common.fileio import DirectoryLockedError, load_npz, lock_directory
 from jaxrl_agents.run.run_files import read_progress
 
@@ -126,7 +127,7 @@ def test_non_finite_update_stops_the_run(tmp_path):
 
 
 def test_jaxrl_plot_plots_an_ippo_run(tmp_path):
-    from jaxrl_agents.run.plot import plot_run
+    from jaxrl_agents.console.plot import plot_run
 
     res = _run(tmp_path, algo="ippo")  # the program of test_a_run_trained_on_a_parallel_env_s_core_resumes
     written = plot_run(res.run_dirs[0])

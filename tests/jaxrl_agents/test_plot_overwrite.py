@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from jaxrl_agents.run import plot  # noqa: E402
+from jaxrl_agents.console import plot  # noqa: E402
 from jaxrl_agents.common.fileio import atomic_savez  # noqa: E402
 
 FIGURES = ("learning_curve.png", "best_episode.png")  # what jaxrl-plot writes

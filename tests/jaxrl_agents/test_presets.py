@@ -1,4 +1,4 @@
-"""Run presets (`run/presets.py`), printed evaluation lines and the run's last line (issue 16)."""
+"""Run presets (`console/presets.py`), printed evaluation lines and the run's last line (issue 16)."""
 
 import json
 import math
@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from jaxrl_agents.run import cli, presets, records, trainer
+from jaxrl_agents.console import cli, presets
+from jaxrl_agents.run import records, trainer
 from jaxrl_agents.run.algorithms import get_algorithm, make_config
 from jaxrl_agents.run.run_files import read_progress
 

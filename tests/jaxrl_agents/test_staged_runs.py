@@ -249,7 +249,7 @@ def test_recipes_round_trip_through_json():
 
 
 def test_cli_runs_resumes_and_refuses_a_recipe(tmp_path, monkeypatch, capsys):
-    from jaxrl_agents.run.cli import main
+    from jaxrl_agents.console.cli import main
 
     monkeypatch.setitem(recipes_module.RECIPES, "tiny", _recipe())
     argv = ["--preset", "tiny", "--env", TOY_ENV, "--seed", "5", "--out", str(tmp_path),

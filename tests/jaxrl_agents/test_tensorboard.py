@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from jaxrl_agents.run import cli, trainer
+from jaxrl_agents.console import cli
+from jaxrl_agents.run import trainer
 from jaxrl_agents.run.run_files import read_progress
 from jaxrl_agents.run.tensorboard import TENSORBOARD_DIR, row_scalars
 
@@ -132,7 +133,7 @@ def test_resume_of_a_tensorboard_run_without_tensorboardx_fails_before_compiling
         trainer.resume(res.run_dirs[0], progress="off")
     hint = str(e.value).rsplit("install it with: ", 1)[1]
     assert hint == f"uv run --extra tensorboard jaxrl-train --resume {res.run_dirs[0]}"
-    from jaxrl_agents.run.cli import build_parser
+    from jaxrl_agents.console.cli import build_parser
 
     args = build_parser("ppo").parse_args(hint.split()[5:])  # the real parser takes it as a resume
     assert args.resume == res.run_dirs[0] and not args.tensorboard

@@ -156,7 +156,7 @@ def test_resume_needs_a_checkpoint(tmp_path):
 def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     """A real `kill -9` of jaxrl-train mid-run, then --resume: same parameters and rows as a run
     that was never interrupted."""
-    from jaxrl_agents.run import cli
+    from jaxrl_agents.console import cli
 
     args = ["--algo", "ppo", "--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 400),
             "--eval-every", str(512 * 20), "--checkpoint-every", "5", "--progress", "off",
@@ -181,7 +181,7 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
 def test_resume_with_a_larger_budget_extends_a_finished_run(tmp_path):
     """--resume RUN --total-steps N continues past the original budget and records the extension;
     the rows already written are kept as they were."""
-    from jaxrl_agents.run import cli
+    from jaxrl_agents.console import cli
 
     short = _run(tmp_path, config={**PPO_CFG, "total_steps": 512 * 6}, checkpoint_every=3)
     assert short.finished

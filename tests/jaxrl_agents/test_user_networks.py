@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import ActorCritic, Policy, load_policy
-from jaxrl_agents.run import cli, loop, trainer
+from jaxrl_agents.console import cli
+from jaxrl_agents.run import loop, trainer
 
 from .conftest import PPO_CFG, TOY_ENV, TRPO_CFG
 from .user_networks import SPEC, residual_layernorm

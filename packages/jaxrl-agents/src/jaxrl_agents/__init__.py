@@ -4,9 +4,11 @@ PPO and TRPO are compiled together with functional JAX environments; IPPO and IP
 on PettingZoo environments or a compiled multi-agent core.
 
 Layout (brax's): `common/` (what every algorithm shares), one folder per algorithm family
-(`ppo/`, `trpo/`, `ippo/`) and `run/` (trainer, run directories, CLI, plots). This surface is the
-network and policy, the configs, the trainers and the compiled programs; each subpackage exposes
-its own building blocks in its ``__all__``. Importing the package changes no global JAX setting.
+(`ppo/`, `trpo/`, `ippo/`), `run/` (trainer, sessions, run directories, checkpoints), `stages/`
+(staged runs), `sweep/` (jaxrl-sweep) and `console/` (jaxrl-train, jaxrl-plot, progress and
+summaries). This surface is the network and policy, the configs, the trainers and the compiled
+programs; each subpackage exposes its own building blocks in its ``__all__``. Importing the
+package changes no global JAX setting.
 """
 
 from .common import ActorCritic, Policy, load_policy

@@ -200,10 +200,7 @@ def write_runs_page(runs: list[dict], out: str, figures: str, robustness: bool, 
     Returns:
         `out`.
     """
-    try:  # jaxrl-plot's figures: in console/ once jaxrl-agents' run/ is split by concern (issue 35)
-        from jaxrl_agents.console.plot import plot_run
-    except ImportError:
-        from jaxrl_agents.run.plot import plot_run
+    from jaxrl_agents.console.plot import plot_run
     from quantgate_env import paper_pulse
     from quantgate_env.tools.grape import refine_pulse
     from quantgate_env.tools.robustness import pulse_robustness

@@ -2,7 +2,7 @@
 
 Each algorithm config is a frozen dataclass (hashable, so it can key the compilation cache and be a
 static argument of `jit`). Every field carries a ``check`` (how it is validated) and a ``help`` string
-(used by the CLI, `run.flags`) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
+(used by the CLI, `console.flags`) in its metadata; validation runs in ``__post_init__``, in Python, before anything is
 compiled, and raises ValueError naming the field, what was expected and what arrived (value and
 type). Strings, bools and complex numbers are refused, never coerced; every float must be finite
 (an infinite learning rate is always a typo; PPO's ``target_kl`` alone takes inf, meaning "off").

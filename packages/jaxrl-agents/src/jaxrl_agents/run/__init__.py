@@ -1,12 +1,15 @@
-"""Running training: the trainer, run directories and their files, checkpoints, CLIs, plots.
+"""Running training: the trainer, run directories and their files, checkpoints, resume.
 
-The trainer is `train` and `resume`; there are also the progress display, the ``jaxrl-train`` CLI
-(every algorithm, cli.py) and ``jaxrl-plot``.
+The trainer is `train` and `resume`, each one `advance()` of a `Session`; the commands that drive
+them (``jaxrl-train``, ``jaxrl-plot``) and what they print are `jaxrl_agents.console`.
 
-Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`,
-`run_files.py` (run directories, file names, progress table, resume checks), `checkpoint.py`,
-`progress.py`, `cli.py`,
-`ippo_parallel.py` (IPPO runs on a Python-stepped PettingZoo ParallelEnv), `plot.py`.
+Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`
+(`train`, `resume`), `session.py` (`Session`, a new run's checked plan), `loop.py` (the update
+loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
+(config.json), `run_files.py` (run directories, file names, progress table, resume checks),
+`records.py` (per-seed rows, evaluations and policies), `results.py` (`TrainResult`, the errors),
+`checkpoint.py`, `init_from.py` (fine-tuning starts), `tensorboard.py` (event files) and
+`ippo_parallel.py` (IPPO runs on a Python-stepped PettingZoo ParallelEnv).
 
 The names below load on first use (PEP 562): ``jaxrl-train --help`` should not import the
 trainer. File I/O (atomic writes, locks) lives in `common.fileio`; its names are re-exported here.
@@ -16,7 +19,7 @@ import importlib
 
 _EXPORTS = {
     "train": "trainer", "resume": "trainer", "TrainResult": "trainer",
-    "NonFiniteError": "trainer",
+    "NonFiniteError": "trainer", "Session": "session",
     "compile_algorithm": "algorithms", "make_config": "algorithms", "ALGORITHMS": "algorithms",
     "DirectoryLockedError": "..common.fileio", "lock_directory": "..common.fileio",
     "atomic_write": "..common.fileio",

@@ -32,7 +32,7 @@ import itertools
 import math
 import os
 
-from .commands import install_extra
+from ..console.commands import install_extra
 
 __all__ = ["TENSORBOARD_DIR", "FLUSH_SECS", "require_tensorboardx", "row_scalars",
            "TensorBoardLog"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import os
 
-from ..run.commands import suggest
-from ..run.progress import format_duration
+from ..console.commands import suggest
+from ..console.progress import format_duration
 from ..run.records import best_evaluation_line
 from .staged_run import BELOW, TEST_FAILED
 from .timeline import StagedResult

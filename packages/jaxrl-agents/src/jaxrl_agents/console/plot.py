@@ -29,7 +29,7 @@ import numpy as np
 
 from ..common.evaluation import EVAL_PREFIX, eval_summary, score_to_minimise
 from ..common.fileio import atomic_write, describe_os_error, load_npz, refuse_existing
-from .run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
+from ..run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
 
 __all__ = ["plot_run", "main", "FIGURES"]
 

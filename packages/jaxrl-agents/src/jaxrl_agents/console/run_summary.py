@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 
-from .algorithms import make_config
+from ..run.algorithms import make_config
+from ..run.run_files import RUN_CONFIG
+from ..run.tensorboard import TENSORBOARD_DIR
 from .commands import Suggestion, suggest, suggest_viewer
 from .progress import format_duration
-from .run_files import RUN_CONFIG
-from .tensorboard import TENSORBOARD_DIR
 
 __all__ = ["summary_block", "next_commands"]
 

@@ -38,7 +38,7 @@ import time
 
 from ..common.envs import parse_env_options
 from ..common.fileio import describe_os_error
-from .algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, make_config
+from ..run.algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, make_config
 from .flags import ConfigHelpFormatter, add_config_flags
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.minutes!r}", file=sys.stderr)
         return 2
 
-    from . import trainer  # imported late: `--help` stays instant
+    from ..run import trainer  # imported late: `--help` stays instant
 
     # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
     # update: the loop checks the deadline after each update, never before the first.

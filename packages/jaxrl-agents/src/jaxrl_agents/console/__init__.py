@@ -1,0 +1,11 @@
+"""The console: the commands a person types and what they print.
+
+``jaxrl-train`` (cli.py: every algorithm; flags.py gives each config field its ``--field`` flag,
+presets.py the named starting points), ``jaxrl-plot`` (plot.py), the block a run ends with
+(run_summary.py) and the commands it suggests, spelled for uv or pip (commands.py), and the live
+progress line (progress.py).
+
+The run itself (session, loop, run files, checkpoints, resume) is `jaxrl_agents.run`. Two modules
+here import nothing of the package, so every part of it may print with them: progress.py (the
+run's loop draws its live line with it) and commands.py (install hints name the command to run).
+"""
