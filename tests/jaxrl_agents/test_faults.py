@@ -126,7 +126,7 @@ def test_train_and_resume_hold_the_lock_for_the_whole_run(tmp_path, monkeypatch)
 
 
 def test_ippo_runs_are_locked_and_leave_no_orphan(tmp_path, monkeypatch, capsys):
-    from jaxrl_agents.run import ippo_parallel as ippo_cli
+    from jaxrl_agents.console import parallel_env_run as ippo_cli
 
     from .test_ippo_cli import ENV, FLAGS
 

@@ -1,4 +1,5 @@
-"""`jaxrl-train --algo ippo|ippo_lag` in-process on the toy constrained task, and the 10 % bar."""
+"""`jaxrl-train --algo ippo|ippo_lag` on a ParallelEnv stepped from Python (console/parallel_env_run.py),
+in-process on the toy constrained task, and the 10 % bar."""
 
 import json
 import os
@@ -8,7 +9,8 @@ import pytest
 
 from jaxrl_agents import Policy
 from jaxrl_agents.console import cli
-from jaxrl_agents.run.ippo_parallel import MilestoneBar
+from jaxrl_agents.console.parallel_env_run import MilestoneBar
+from jaxrl_agents.run import Session, trainer
 
 ENV = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"
 # Same hyper-parameters as test_ippo_learning (the compiled update is shared through the cache).
@@ -41,6 +43,18 @@ def test_cli_rejects_bad_config_with_exit_code_2(tmp_path, capsys):
     assert code == 2
     assert "lr" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing written before validation
+
+
+def test_the_trainer_has_no_session_for_a_parallel_env_stepped_from_python(tmp_path):
+    """Issue 35: the trainer runs compiled runs only; it names what trains a ParallelEnv instead."""
+    cfg = {"n_steps": 64, "hidden": (16,), "total_steps": 128}
+    for start in (lambda: trainer.train("ippo", ENV, {"horizon": 8}, cfg, out=str(tmp_path)),
+                  lambda: Session.open("ippo", ENV, env_options={"horizon": 8}, config=cfg,
+                                       out=str(tmp_path))):
+        with pytest.raises(ValueError, match=r"no session .*IPPO\(config, seed\)\.train\(env, "
+                                             r"timesteps\), .*jaxrl-train --algo ippo "):
+            start()
+    assert not list(tmp_path.iterdir())  # refused before anything was created
 
 
 def test_milestone_bar_moves_at_most_every_ten_percent():

@@ -12,7 +12,7 @@ import pytest
 from jaxrl_agents import Policy
 from jaxrl_agents.ippo import MARLPolicy
 from jaxrl_agents.console import cli
-from jaxrl_agents.run import trainer
+from jaxrl_agents.run import algorithms, trainer
 from jaxrl_agents.common.fileio import DirectoryLockedError, load_npz, lock_directory
 from jaxrl_agents.run.run_files import read_progress
 
@@ -179,16 +179,26 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
                             _arrays(os.path.join(d_res, "last_policy", "a0", "params.npz")))
 
 
-def test_a_run_trained_on_a_parallel_env_s_core_resumes(tmp_path):
+def test_a_run_trained_on_a_parallel_env_s_core_resumes(tmp_path, monkeypatch):
     """Issue 35: open and resume built the environment by two roads.
 
     A ParallelEnv factory exposing ``env.core`` trains on the core (n_envs > 1); resume loaded the
-    factory's ParallelEnv instead and could not continue. Both now take the registry's one road.
+    factory's ParallelEnv instead and could not continue. Both now take the registry's one road:
+    the algorithm entry's ``environment``, asked once by each run and once by the resume.
     """
     env = "tests.jaxrl_agents.marl_toy_envs:RiskyEnv"
+    entry, roads = algorithms.ALGORITHMS["ippo"], []
+
+    def environment(spec, options, cfg):
+        roads.append((spec, options))
+        return entry.environment(spec, options, cfg)
+
+    monkeypatch.setitem(algorithms.ALGORITHMS, "ippo", entry._replace(environment=environment))
     part = _run(tmp_path / "part", stop_after=5, algo="ippo", env=env)
     full = _run(tmp_path / "full", algo="ippo", env=env)
     resumed = trainer.resume(part.run_dirs[0], progress="off")
     assert resumed.finished
+    assert roads == [(env, {"horizon": 8})] * 3  # the two new runs, then the resume
     for d_full, d_res in zip(full.run_dirs, part.run_dirs):
         _assert_same_run_files(d_full, d_res)
+    assert json.loads(open(os.path.join(part.run_dirs[0], "config.json")).read())["env"] == env

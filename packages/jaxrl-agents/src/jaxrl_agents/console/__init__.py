@@ -2,8 +2,9 @@
 
 ``jaxrl-train`` (cli.py: every algorithm; flags.py gives each config field its ``--field`` flag,
 presets.py the named starting points), ``jaxrl-plot`` (plot.py), the block a run ends with
-(run_summary.py) and the commands it suggests, spelled for uv or pip (commands.py), and the live
-progress line (progress.py).
+(run_summary.py) and the commands it suggests, spelled for uv or pip (commands.py), the live
+progress line (progress.py), and the run ``jaxrl-train`` makes of IPPO on a PettingZoo ParallelEnv
+stepped from Python, which has no session (parallel_env_run.py: `IPPO.train` and its files).
 
 The run itself (session, loop, run files, checkpoints, resume) is `jaxrl_agents.run`. Two modules
 here import nothing of the package, so every part of it may print with them: progress.py (the

@@ -1,4 +1,4 @@
-"""``jaxrl-train``: train PPO or TRPO on a functional environment named ``module:factory``.
+"""``jaxrl-train``: train PPO, TRPO or IPPO on an environment named ``module:factory``.
 
 Examples::
 
@@ -22,6 +22,10 @@ The output: evaluation lines above one live status line (plain status lines when
 terminal), then a summary block: steps, wall time, steps/s, the best evaluation, the run directory
 and its files, and the commands to plot, watch (``--tensorboard``) or continue the run, spelled for
 uv under ``uv run`` and for pip otherwise (run_summary.py, commands.py).
+
+Every run goes through the trainer (`jaxrl_agents.run`), except IPPO on a PettingZoo ParallelEnv
+stepped from Python, which cannot be checkpointed: one call of `IPPO.train`, written into a run
+directory without checkpoints (parallel_env_run.py).
 
 Errors are one line on stderr: exit 2 for bad input, a corrupt or incomplete run directory, or a run
 directory in use by another process; exit 1 when training stopped on non-finite values or a file
@@ -167,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from ..run import trainer  # imported late: `--help` stays instant
+    from ..run.session import plan_new_run
 
     # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
     # update: the loop checks the deadline after each update, never before the first.
@@ -197,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Only a typed --log-std-init replaces it.
                 base.pop("log_std_init", None)
             cfg = make_config(args.algo, {**base, **typed, "total_steps": total})
-            result = trainer.train(
+            plan = plan_new_run(
                 args.algo, args.env, parse_env_options(args.env_option), cfg,
                 seeds=args.seeds if args.seeds is not None else (args.seed,),
                 eval_every=(preset.eval_every_steps(cfg.rollout_size)
@@ -206,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                 preset=preset.name, out=args.out, tag=args.tag,
                 checkpoint_every=args.checkpoint_every, progress=progress,
                 argv=["jaxrl-train", *argv], init_from=args.init_from,
-                tensorboard=args.tensorboard, time_budget=budget)
+                tensorboard=args.tensorboard)
+            if plan.steps_from_python:  # IPPO on a ParallelEnv: one call, no checkpoints
+                from .parallel_env_run import train_parallel
+
+                result = train_parallel(plan)
+            else:
+                result = trainer.train_planned(plan, time_budget=budget)
     except ValueError as e:  # bad input, a corrupt run file, a run directory in use
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 2

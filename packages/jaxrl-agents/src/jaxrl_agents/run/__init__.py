@@ -8,9 +8,9 @@ Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `t
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
 `records.py` (per-seed rows, evaluations and policies), `results.py` (`TrainResult`, the errors),
-`checkpoint.py`, `init_from.py` (fine-tuning starts), `tensorboard.py` (event files),
-`ippo_parallel.py` (IPPO runs on a Python-stepped PettingZoo ParallelEnv), and `cli.py` (the old
-path of ``python -m jaxrl_agents.run.cli``).
+`checkpoint.py`, `init_from.py` (fine-tuning starts), `tensorboard.py` (event files), and
+`cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a PettingZoo ParallelEnv
+stepped from Python has no session; ``jaxrl-train`` runs it (`console.parallel_env_run`).
 
 The names below load on first use (PEP 562): ``jaxrl-train --help`` should not import the
 trainer. File I/O (atomic writes, locks) lives in `common.fileio`; its names are re-exported here.

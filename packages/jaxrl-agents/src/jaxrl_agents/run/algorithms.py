@@ -252,9 +252,9 @@ def _is_functional_marl_env(env) -> bool:
 def _ippo_env(env, env_options, cfg):
     """(env spec, functional multi-agent core) of an IPPO run, or (spec, None).
 
-    (spec, None) keeps the ParallelEnv in place of the core when it must be stepped from Python
-    (`run.ippo_parallel`). A ParallelEnv exposing its functional core as ``env.core`` is trained on
-    that core when ``n_envs > 1``.
+    (spec, None): no core to compile, so the ParallelEnv must be stepped from Python, which no
+    session does (`session.NewRun.steps_from_python`). A ParallelEnv exposing its functional core
+    as ``env.core`` is trained on that core when ``n_envs > 1``.
     """
     spec = env if isinstance(env, str) else None
     obj = load_env(env, env_options, check=False) if isinstance(env, str) else env
@@ -273,8 +273,10 @@ class Algorithm(NamedTuple):
         config: the config class (fields, defaults, validation, the run's budget).
         compile: (name, env, cfg) -> `Compiled`, the seed-vmapped programs.
         networks: (env, cfg) -> the network definition(s) config.json records.
-        environment: (env, env_options, cfg) -> (spec or None, the environment trained on; None
-            for a PettingZoo ParallelEnv stepped from Python, which `trainer.train` runs).
+        environment: (env, env_options, cfg) -> (spec or None, the environment to compile; None
+            for a PettingZoo ParallelEnv stepped from Python, which has no session). A new run
+            (`session.plan_new_run`) and a resume (`resume.open_checkpoint`) both build the
+            environment with it.
         default_env: ``jaxrl-train``'s default ``--env``.
         fine_tunes: whether a run can start from another run's policy (``init_from``).
     """

@@ -53,8 +53,8 @@ __all__ = ["Session", "NewRun", "plan_new_run"]
 class NewRun:
     """A new run's checked arguments and environment (`plan_new_run`); nothing exists on disk yet.
 
-    ``env_obj`` is None for IPPO on a PettingZoo ParallelEnv stepped from Python (no compiled
-    loop, so no session: `trainer.train` runs it in one call).
+    ``env_obj`` is the environment the algorithm compiles, or None where its registry entry finds
+    none to compile (`steps_from_python`).
     """
 
     algo: str
@@ -77,6 +77,16 @@ class NewRun:
     init_record: Any = None
     tensorboard: bool = False
 
+    @property
+    def steps_from_python(self) -> bool:
+        """Whether the run steps its environment from Python: IPPO on a PettingZoo ParallelEnv.
+
+        Such a run has no compiled loop and cannot be checkpointed, so it has no `Session`;
+        `ippo.IPPO.train` trains it, and ``jaxrl-train`` writes its run directory around that
+        call (`console.parallel_env_run`).
+        """
+        return self.env_obj is None
+
 
 def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
                  config: AlgoConfig | dict | None = None, seeds=(0,),
@@ -88,49 +98,50 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
                  tensorboard: bool = False) -> NewRun:
     """Check the arguments of a new run and build its environment (arguments as `trainer.train`).
 
-    Raises ValueError before anything is created or compiled. Call under ``jax.enable_x64(True)``
-    (float64 environments refuse to build without it).
+    The environment is built under ``jax.enable_x64(True)`` (float64 environments refuse to
+    build without it). Raises ValueError before anything is created or compiled.
     """
-    algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
-    cfg = make_config(algo, config)
-    if network is not None or network_options is not None:  # validated as config fields
-        if not any(f.name == "network" for f in dataclasses.fields(cfg)):
-            raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
-                             f"per-agent networks from hidden/activation, got network={network!r}")
-        cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
-                                  network_options=cfg.network_options if network_options is None
-                                  else network_options)
-    seeds = check_seeds(seeds)
-    eval_every = check_pos_int("eval_every", eval_every)
-    checkpoint_every = check_pos_int("checkpoint_every", checkpoint_every)
-    if report_every is not None:
-        report_every = check_pos_int("report_every", report_every)
-    if preset is not None and not isinstance(preset, str):
-        raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
-    plan = NewRun(algo, cfg, env, None, None, None, seeds, eval_every, checkpoint_every,
-                  report_every, preset, check_tag(tag), check_out(out), None, None)
-    plan.env_options = check_env_options(env_options)
-    plan.progress = check_progress(progress)
-    plan.argv = check_argv(argv)
-    if not isinstance(tensorboard, bool):
-        raise ValueError(f"tensorboard: expected True or False, got {tensorboard!r}")
-    if tensorboard:
-        from .tensorboard import require_tensorboardx
+    with jax.enable_x64(True):
+        algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
+        cfg = make_config(algo, config)
+        if network is not None or network_options is not None:  # validated as config fields
+            if not any(f.name == "network" for f in dataclasses.fields(cfg)):
+                raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
+                                 f"per-agent networks from hidden/activation, got network={network!r}")
+            cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
+                                      network_options=cfg.network_options if network_options is None
+                                      else network_options)
+        seeds = check_seeds(seeds)
+        eval_every = check_pos_int("eval_every", eval_every)
+        checkpoint_every = check_pos_int("checkpoint_every", checkpoint_every)
+        if report_every is not None:
+            report_every = check_pos_int("report_every", report_every)
+        if preset is not None and not isinstance(preset, str):
+            raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
+        plan = NewRun(algo, cfg, env, None, None, None, seeds, eval_every, checkpoint_every,
+                      report_every, preset, check_tag(tag), check_out(out), None, None)
+        plan.env_options = check_env_options(env_options)
+        plan.progress = check_progress(progress)
+        plan.argv = check_argv(argv)
+        if not isinstance(tensorboard, bool):
+            raise ValueError(f"tensorboard: expected True or False, got {tensorboard!r}")
+        if tensorboard:
+            from .tensorboard import require_tensorboardx
 
-        require_tensorboardx()
-    plan.tensorboard = tensorboard
-    entry = get_algorithm(algo)
-    plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
-    if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints
+            require_tensorboardx()
+        plan.tensorboard = tensorboard
+        entry = get_algorithm(algo)
+        plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
+        if plan.steps_from_python:  # no network to build here: IPPO.train builds its own
+            return plan
+        plan.model = entry.networks(plan.env_obj, cfg)
+        if init_from is not None:
+            if not entry.fine_tunes:
+                raise ValueError(f"init_from: fine-tuning starts are for "
+                                 f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
+                                 f"got algo {algo!r}")
+            plan.init_params, plan.init_record = load_init_params(init_from, plan.model, report=plan.progress != "off")
         return plan
-    plan.model = entry.networks(plan.env_obj, cfg)
-    if init_from is not None:
-        if not entry.fine_tunes:
-            raise ValueError(f"init_from: fine-tuning starts are for "
-                             f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
-                             f"got algo {algo!r}")
-        plan.init_params, plan.init_record = load_init_params(init_from, plan.model, report=plan.progress != "off")
-    return plan
 
 
 class Session:
@@ -155,20 +166,26 @@ class Session:
         """Start a new run: same arguments as `trainer.train` (without ``stop_after``).
 
         Raises:
-            ValueError: bad arguments (before anything is created or compiled), or IPPO on a
-                PettingZoo ParallelEnv stepped from Python (`trainer.train` runs those).
+            ValueError: bad arguments (before anything is created or compiled), or a run that
+                steps its environment from Python (`NewRun.steps_from_python`).
         """
-        with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
-            plan = plan_new_run(algo, env, **kwargs)
-            if plan.env_obj is None:
-                raise ValueError("env: a PettingZoo ParallelEnv stepped from Python trains in one "
-                                 "call (trainer.train) and cannot be checkpointed, so it has no "
-                                 "session; pass a functional multi-agent core to train in steps")
-            return cls.start(plan)
+        return cls.start(plan_new_run(algo, env, **kwargs))
 
     @classmethod
     def start(cls, plan: NewRun) -> Session:
-        """Create, lock and record the run directories of `plan` and build the first state."""
+        """Create, lock and record the run directories of `plan` and build the first state.
+
+        Raises:
+            ValueError: `plan` steps its environment from Python (IPPO on a PettingZoo
+                ParallelEnv): it cannot be checkpointed, so it has no session. Nothing is created.
+        """
+        if plan.steps_from_python:
+            raise ValueError(
+                "env: a PettingZoo ParallelEnv stepped from Python cannot be checkpointed, so the "
+                "trainer has no session for it; train it with jaxrl_agents.IPPO(config, "
+                "seed).train(env, timesteps), or write a run directory with jaxrl-train --algo "
+                f"{plan.algo} --env MODULE:FACTORY; a functional multi-agent core (or a ParallelEnv "
+                "exposing one as env.core, with n_envs > 1) trains here")
         p = plan
         with jax.enable_x64(True):
             run_dirs = make_run_dirs(p.out, p.algo, p.seeds, p.tag)

@@ -31,15 +31,18 @@ to one flag per seed, read with the stats at the host sync the loop already does
 that fails stops the run with `NonFiniteError` before anything of it is written; the checkpoint on
 disk stays the last finite one.
 
-The pieces: checks.py (arguments), run_config.py (config.json), records.py (rows, evaluations,
-policies), loop.py (the loop), resume.py (`resume`), results.py (`TrainResult`, `NonFiniteError`).
+The trainer runs compiled runs only: IPPO on a PettingZoo ParallelEnv stepped from Python cannot
+be checkpointed and has no session, so `train` refuses it (`ippo.IPPO.train` trains it, and
+``jaxrl-train`` writes its run directory: console/parallel_env_run.py).
+
+The pieces: checks.py (arguments), session.py (`plan_new_run`, `Session`), run_config.py
+(config.json), records.py (rows, evaluations, policies), loop.py (the loop), resume.py (`resume`),
+results.py (`TrainResult`, `NonFiniteError`).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import jax
 
 from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV
@@ -47,9 +50,9 @@ from .checks import check_stop_after, check_time_budget
 from .records import decade_crossed, report_every_updates
 from .results import NonFiniteError, TrainingInterrupted, TrainResult
 from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG
-from .session import Session, plan_new_run
+from .session import NewRun, Session, plan_new_run
 
-__all__ = ["train", "resume", "TrainResult", "NonFiniteError", "TrainingInterrupted", "Session", "RUN_CONFIG",
+__all__ = ["train", "train_planned", "resume", "TrainResult", "NonFiniteError", "TrainingInterrupted", "Session", "RUN_CONFIG",
            "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "decade_crossed", "report_every_updates"]
 
 
@@ -63,10 +66,9 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           time_budget: float | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
-    One `advance()` of a `session.Session` (IPPO on a PettingZoo ParallelEnv stepped from Python,
-    which cannot be checkpointed, runs as one call of `ippo_parallel.train_parallel`). Every
-    argument is checked before a run directory is created or anything is compiled. The run
-    directories are locked while the run uses them (`fileio.lock_directory`).
+    One `advance()` of a `session.Session`. Every argument is checked before a run directory is
+    created or anything is compiled. The run directories are locked while the run uses them
+    (`fileio.lock_directory`).
 
     Args:
         algo: "ppo" or "trpo".
@@ -104,21 +106,42 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
         `TrainResult`.
 
     Raises:
-        ValueError: bad arguments (before anything is created or compiled).
+        ValueError: bad arguments (before anything is created or compiled), among them an IPPO
+            run on a PettingZoo ParallelEnv stepped from Python (`session.NewRun.steps_from_python`).
         NonFiniteError: an update gave non-finite values; the last finite checkpoint is kept.
         OSError: a file could not be written (full or read-only disk); every file written so
             far is intact (atomic writes).
     """
     stop_after = check_stop_after(stop_after)
     time_budget = check_time_budget(time_budget)
-    with jax.enable_x64(True):  # the physics is float64; networks stay float32 by construction
-        plan = plan_new_run(algo, env, env_options, config, seeds, eval_every, out, tag,
-                            checkpoint_every, progress, argv, network, network_options,
-                            report_every, preset, init_from, tensorboard)
-        if plan.env_obj is None:  # a ParallelEnv stepped from Python: no checkpoints (see there)
-            from .ippo_parallel import train_parallel
+    plan = plan_new_run(algo, env, env_options, config, seeds, eval_every, out, tag,
+                        checkpoint_every, progress, argv, network, network_options,
+                        report_every, preset, init_from, tensorboard)
+    return train_planned(plan, stop_after, time_budget)
 
-            return train_parallel(plan)
+
+def train_planned(plan: NewRun, stop_after: int | None = None,
+                  time_budget: float | None = None) -> TrainResult:
+    """Start the run `plan` describes and advance it: `train` after its arguments are checked.
+
+    For a caller that looks at the plan first: ``jaxrl-train`` sends a plan that steps its
+    environment from Python elsewhere (`session.NewRun.steps_from_python`).
+
+    Args:
+        plan: the checked plan of a new run (`session.plan_new_run`).
+        stop_after: as in `train`.
+        time_budget: as in `train`.
+
+    Returns:
+        `TrainResult`.
+
+    Raises:
+        ValueError: `plan` steps its environment from Python, or a bad `stop_after` or
+            `time_budget` (before anything is created).
+        NonFiniteError, OSError: as in `train`.
+    """
+    stop_after = check_stop_after(stop_after)
+    time_budget = check_time_budget(time_budget)
     with Session.start(plan) as session:
         return _interruptible(session, stop_after, time_budget)
 

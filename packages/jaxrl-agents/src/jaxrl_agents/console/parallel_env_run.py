@@ -1,10 +1,12 @@
-"""IPPO / IPPO-Lagrangian runs on a PettingZoo ``ParallelEnv`` stepped from Python.
+"""``jaxrl-train --algo ippo|ippo_lagrangian`` on a PettingZoo ``ParallelEnv`` stepped from Python.
 
-`run.trainer.train` sends an IPPO run here when its environment is a ParallelEnv without a usable
-functional core (a core is trained by the compiled path, with checkpoints, resume and evaluation).
-A ParallelEnv's state lives in a Python object of someone else's package, which cannot be saved
-and restored bit for bit, so these runs cannot be checkpointed or resumed; they write what they
-can, atomically, into the same run directory layout:
+The trainer (`jaxrl_agents.run`) trains functional environments compiled with the update, with
+checkpoints and resume. When the algorithm registry finds no functional core in an IPPO run's
+environment (`run.session.NewRun.steps_from_python`), the run is IPPO's own Python loop,
+`IPPO.train`, and ``jaxrl-train`` (cli.py) runs it here. A ParallelEnv's state lives in a Python
+object of someone else's package, which cannot be saved and restored bit for bit, so these runs
+cannot be checkpointed or resumed; they write what they can, atomically, into the same run
+directory layout:
 
     config.json       as every run (``"checkpointed": false``)
     progress.csv      one row per rollout/update cycle: step, wall, ``<agent>/<stat>`` columns
@@ -27,10 +29,11 @@ from ..common.envs import load_env
 from ..common.fileio import atomic_write_json, lock_directory
 from ..ippo import IPPO, IPPO_Lagrangian
 from ..ippo.rollout import check_parallel_env
-from .records import fmt
-from .results import TrainResult
-from .run_config import run_record, write_run_config
-from .run_files import PROGRESS_CSV, make_run_dirs, read_progress, remove_new_run_dirs, write_progress
+from ..run.records import fmt
+from ..run.results import TrainResult
+from ..run.run_config import run_record, write_run_config
+from ..run.run_files import PROGRESS_CSV, make_run_dirs, read_progress, remove_new_run_dirs, write_progress
+from ..run.session import NewRun
 
 __all__ = ["train_parallel", "MilestoneBar", "POLICIES_DIR"]
 
@@ -78,31 +81,41 @@ class MilestoneBar:
             self._bar.close()
 
 
-def train_parallel(plan) -> TrainResult:
+def train_parallel(plan: NewRun) -> TrainResult:
     """Train on the plan's ParallelEnv and write the run directory described above.
 
     Args:
-        plan: the trainer's checked plan (`session.plan_new_run`) of a ParallelEnv run: its env
-            a ParallelEnv or the ``module:factory`` of one, one seed (a ParallelEnv is one
-            environment: seeds cannot be trained together), and a config whose ``total_steps``
-            is the exact budget (the last rollout is shortened).
+        plan: the checked plan (`run.session.plan_new_run`) of a run that steps its environment
+            from Python: its env a ParallelEnv or the ``module:factory`` of one, one seed (a
+            ParallelEnv is one environment: seeds cannot be trained together), and a config
+            whose ``total_steps`` is the exact budget (the last rollout is shortened).
+
+    Returns:
+        `run.results.TrainResult` of the one run directory (``state``: the agents' parameters).
+
+    Raises:
+        ValueError: ``tensorboard`` or several seeds asked for, or the config or environment
+            refused by `IPPO.train` (the run directory is removed again).
     """
-    if plan.tensorboard:
-        raise ValueError("tensorboard: an IPPO run on a PettingZoo ParallelEnv stepped from Python "
-                         "writes progress.csv and history.json only; train on the env's "
-                         "functional core for TensorBoard files")
-    env = (load_env(plan.env, plan.env_options, check=False) if isinstance(plan.env, str)
-           else plan.env)
-    check_parallel_env(env)
-    if len(plan.seeds) != 1:
-        raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from Python, "
-                         f"so its seeds cannot be trained together; expected one seed, got "
-                         f"{list(plan.seeds)} (run one command per seed, or use a functional core)")
-    cfg, (seed,) = plan.cfg, plan.seeds
-    trainer = (IPPO_Lagrangian if plan.algo == "ippo_lagrangian" else IPPO)(cfg, seed)
-    record = run_record(plan.algo, plan.env_spec, plan.env_options, env, cfg, plan.seeds, plan.tag,
-                        plan.out, plan.argv)
-    # Outside the trainer's x64 scope: a ParallelEnv adapter scopes x64 to its own calls
+    # Built as every run builds its environment, under x64 (float64 environments need it).
+    with jax.enable_x64(True):
+        if plan.tensorboard:
+            raise ValueError("tensorboard: an IPPO run on a PettingZoo ParallelEnv stepped from "
+                             "Python writes progress.csv and history.json only; train on the env's "
+                             "functional core for TensorBoard files")
+        env = (load_env(plan.env, plan.env_options, check=False) if isinstance(plan.env, str)
+               else plan.env)
+        check_parallel_env(env)
+        if len(plan.seeds) != 1:
+            raise ValueError(f"seeds: a PettingZoo ParallelEnv is one environment stepped from "
+                             f"Python, so its seeds cannot be trained together; expected one seed, "
+                             f"got {list(plan.seeds)} (run one command per seed, or use a "
+                             f"functional core)")
+        cfg, (seed,) = plan.cfg, plan.seeds
+        trainer = (IPPO_Lagrangian if plan.algo == "ippo_lagrangian" else IPPO)(cfg, seed)
+        record = run_record(plan.algo, plan.env_spec, plan.env_options, env, cfg, plan.seeds,
+                            plan.tag, plan.out, plan.argv)
+    # Outside that x64 scope: a ParallelEnv adapter scopes x64 to its own calls
     # (design.md), and the update of the Python-stepped path is float32 end to end. Under x64 the
     # rollout's float64 numpy rewards would promote GAE to float64 and move every number.
     with jax.enable_x64(False):
