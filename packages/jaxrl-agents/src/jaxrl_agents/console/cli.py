@@ -12,11 +12,14 @@ Examples::
     jaxrl-train --resume runs/trpo_20250101-120000_s1 --total-steps 40000000   # extend a run
     jaxrl-train --preset fast --init-from runs/ppo_..._s1 --lr 1e-4 --log-std-init -4   # fine-tune
     jaxrl-train --algo trpo --help                # lists TRPO's fields and presets
+    jaxrl-train --spec run.json                   # the run a RunSpec file describes
 
 A preset (presets.py) sets the hyper-parameters, the step budget and the evaluation cadence:
 ``demo`` (the default), ``fast`` and ``paper`` (each config's defaults are the paper's
 hyper-parameters). Every field of the algorithm's config is a flag (``--n-envs``, ``--lr``,
-``--hidden 128 128``, ...) and overrides the preset.
+``--hidden 128 128``, ...) and overrides the preset. The flags and the preset become one
+`jaxrl_agents.run.spec.RunSpec` (`spec_of_flags`); ``--spec FILE.json`` reads one instead
+(``RunSpec.to_dict`` as JSON), and refuses run flags typed beside it.
 
 The output: evaluation lines above one live status line (plain status lines when stdout is not a
 terminal), then a summary block: steps, wall time, steps/s, the best evaluation, the run directory
@@ -46,7 +49,7 @@ from ..run.algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm,
 from .flags import ConfigHelpFormatter, add_config_flags
 from .presets import DEFAULT_PRESET, PRESETS, get_preset
 
-__all__ = ["main", "build_parser", "interrupted_line"]
+__all__ = ["main", "build_parser", "interrupted_line", "spec_of_flags"]
 
 PROGRESS_CHOICES = ("auto", "bar", "lines", "off")
 # Options a resume takes from its own command line; the rest comes from the run's config.json.
@@ -109,6 +112,10 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
                           "a fine-tuning phase with its own config, optimiser and run directory; "
                           "the policy's learned std is kept (a preset's log_std_init does not "
                           "apply), and only a typed nonzero --log-std-init replaces it")
+    run.add_argument("--spec", metavar="FILE.json", default=None,
+                     help="run the RunSpec in FILE.json (jaxrl_agents.run.spec: algo, env, "
+                          "env_options, config, seeds, cadences, out, tag, ...); only "
+                          "--progress and --minutes may be typed beside it")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
@@ -139,6 +146,62 @@ def interrupted_line(e: KeyboardInterrupt) -> str:
             f"{step:,} (bit-identically): {suggest(['jaxrl-train', '--resume', run_dirs[0]]).text}")
 
 
+# Options that may be typed beside --spec FILE: how this command shows and limits the run.
+SPEC_OPTIONS = {"--spec", "--progress", "--minutes"}
+
+
+def _spec_file(path: str, argv: list[str]):
+    """The `RunSpec` of ``--spec FILE``, after refusing flags that would contradict it.
+
+    Raises:
+        ValueError: a run flag typed beside it, or the file unreadable or not a valid spec; one
+            line naming the file.
+    """
+    from ..run.spec import RunSpec
+
+    typed = [a.split("=")[0] for a in argv if a.startswith("-")]
+    others = [a for a in typed if a not in SPEC_OPTIONS]
+    if others:
+        raise ValueError(f"--spec {path}: the run's settings come from {path}; drop {others} "
+                         f"(or change them in the file); only --progress and --minutes apply "
+                         f"beside it")
+    spec = RunSpec.load(path)
+    if "--minutes" in typed and spec.time_budget is not None:
+        raise ValueError(f"--spec {path}: the file sets time_budget ({spec.time_budget:g} s); "
+                         f"drop --minutes or remove time_budget from the file")
+    return spec
+
+
+def spec_of_flags(args: argparse.Namespace):
+    """The `RunSpec` of ``jaxrl-train``'s flags: the preset, then every typed field over it.
+
+    Raises:
+        ValueError: a preset, field or run option that fails its check (named).
+    """
+    from ..run.spec import RunSpec
+
+    preset = get_preset(canonical_name(args.algo), args.preset)
+    typed = {f.name: getattr(args, f"cfg_{f.name}")
+             for f in dataclasses.fields(get_algorithm(args.algo).config)
+             if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
+    total = preset.total_steps if args.total_steps is None else args.total_steps
+    base = dict(preset.config)
+    if args.init_from is not None:
+        # A fine-tuning run keeps the learned std of the policy it starts from: a preset's
+        # log_std_init (fast: -1.5, std 0.22) is a fresh network's and would reset it.
+        # Only a typed --log-std-init replaces it.
+        base.pop("log_std_init", None)
+    cfg = make_config(args.algo, {**base, **typed, "total_steps": total})
+    return RunSpec(
+        algo=args.algo, env=args.env, env_options=parse_env_options(args.env_option),
+        config=cfg, seeds=tuple(args.seeds) if args.seeds is not None else (args.seed,),
+        eval_every=(preset.eval_every_steps(cfg.rollout_size)
+                    if args.eval_every is None else args.eval_every),
+        checkpoint_every=args.checkpoint_every, report_every=args.report_every,
+        out=args.out, tag=args.tag, preset=preset.name, init_from=args.init_from,
+        tensorboard=args.tensorboard)
+
+
 def _is_staged_run(path: str) -> bool:
     from ..stages.staged_run import is_staged_run
 
@@ -153,7 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--algo", default="ppo")
     pre.add_argument("--resume", default=None)
     pre.add_argument("--preset", default=None)
+    pre.add_argument("--spec", default=None)
     known, _ = pre.parse_known_args(argv)
+    spec = None
+    if known.spec is not None:  # the file says what the run is; the flags may not say otherwise
+        try:
+            spec = _spec_file(known.spec, argv)
+        except ValueError as e:
+            print(f"jaxrl-train: error: {e}", file=sys.stderr)
+            return 2
+        known.algo = spec.algo
     from ..stages.cli import is_recipe, staged_main
 
     if is_recipe(known.preset) or known.resume is not None and _is_staged_run(known.resume):
@@ -169,9 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-train: error: --minutes: expected a positive number of minutes, got "
               f"{args.minutes!r}", file=sys.stderr)
         return 2
+    if spec is not None and spec.time_budget is not None:  # the file's budget is this command's
+        args.minutes = spec.time_budget / 60
 
     from ..run import trainer  # imported late: `--help` stays instant
-    from ..run.session import plan_new_run
+    from ..run.session import plan_run
 
     # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
     # update: the loop checks the deadline after each update, never before the first.
@@ -190,28 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             result = trainer.resume(args.resume, progress=progress, total_steps=extend,
                                     time_budget=budget)
         else:
-            preset = get_preset(canonical_name(args.algo), args.preset)
-            typed = {f.name: getattr(args, f"cfg_{f.name}")
-                     for f in dataclasses.fields(get_algorithm(args.algo).config)
-                     if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
-            total = preset.total_steps if args.total_steps is None else args.total_steps
-            base = dict(preset.config)
-            if args.init_from is not None:
-                # A fine-tuning run keeps the learned std of the policy it starts from: a preset's
-                # log_std_init (fast: -1.5, std 0.22) is a fresh network's and would reset it.
-                # Only a typed --log-std-init replaces it.
-                base.pop("log_std_init", None)
-            cfg = make_config(args.algo, {**base, **typed, "total_steps": total})
-            plan = plan_new_run(
-                args.algo, args.env, parse_env_options(args.env_option), cfg,
-                seeds=args.seeds if args.seeds is not None else (args.seed,),
-                eval_every=(preset.eval_every_steps(cfg.rollout_size)
-                            if args.eval_every is None else args.eval_every),
-                report_every=args.report_every,
-                preset=preset.name, out=args.out, tag=args.tag,
-                checkpoint_every=args.checkpoint_every, progress=progress,
-                argv=["jaxrl-train", *argv], init_from=args.init_from,
-                tensorboard=args.tensorboard)
+            if spec is None:
+                spec = spec_of_flags(args)
+            if args.minutes is not None and spec.time_budget is None:
+                spec = spec.replace(time_budget=60 * args.minutes)  # recorded in config.json
+            plan = plan_run(spec, progress=progress, argv=["jaxrl-train", *argv])
             if plan.steps_from_python:  # IPPO on a ParallelEnv: one call, no checkpoints
                 from .parallel_env_run import train_parallel
 

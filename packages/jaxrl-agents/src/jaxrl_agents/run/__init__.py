@@ -3,7 +3,8 @@
 The trainer is `train` and `resume`, each one `advance()` of a `Session`; the commands that drive
 them (``jaxrl-train``, ``jaxrl-plot``) and what they print are `jaxrl_agents.console`.
 
-Files: `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`
+Files: `spec.py` (`RunSpec`, one validated JSON-round-tripping description of a run: what the
+CLI, presets, the sweep, config.json and resume build or read), `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`
 (`train`, `resume`), `session.py` (`Session`, a new run's checked plan), `loop.py` (the update
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
@@ -20,7 +21,7 @@ import importlib
 
 _EXPORTS = {
     "train": "trainer", "resume": "trainer", "TrainResult": "trainer",
-    "NonFiniteError": "trainer", "Session": "session",
+    "NonFiniteError": "trainer", "Session": "session", "RunSpec": "spec",
     "compile_algorithm": "algorithms", "make_config": "algorithms", "ALGORITHMS": "algorithms",
     "DirectoryLockedError": "..common.fileio", "lock_directory": "..common.fileio",
     "atomic_write": "..common.fileio",

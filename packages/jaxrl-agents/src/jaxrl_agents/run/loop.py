@@ -30,6 +30,7 @@ from .checkpoint import save_checkpoint
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_files import CHECKPOINT
+from .spec import RunSpec
 
 __all__ = ["Run", "CSV_FLUSH_EVERY", "EVAL_KEY_SEED"]
 
@@ -40,17 +41,26 @@ EVAL_KEY_SEED = 0  # evaluation is deterministic; the key only feeds reset/step 
 class Run:
     """State of one training invocation (fresh or resumed) for a group of seeds."""
 
-    def __init__(self, algo: str, cfg: AlgoConfig, env, env_spec: str | None, env_options: dict,
-                 seeds: tuple[int, ...], run_dirs: list[str], eval_every: int,
-                 checkpoint_every: int, progress: str | None, report_every: int | None = None,
-                 tensorboard: bool = False):
+    def __init__(self, spec: RunSpec, cfg: AlgoConfig, env, run_dirs: list[str],
+                 progress: str | None):
+        """The run `spec` describes, on the built environment `env`, writing into `run_dirs`.
+
+        Args:
+            spec: the run (algorithm, seeds, cadences, tensorboard).
+            cfg: ``spec.algo_config()``, or its extension on a resume with a new budget.
+            env: the environment the algorithm compiles (built from ``spec.env`` or given).
+            run_dirs: one run directory per seed, in seed order.
+            progress: "bar", "lines", "off" or None (bar on a terminal, lines otherwise).
+        """
+        algo, seeds = spec.algo, spec.seeds
+        self.spec = spec
         self.algo, self.cfg, self.env = algo, cfg, env
-        self.env_spec, self.env_options = env_spec, env_options
+        self.env_spec, self.env_options = spec.env, dict(spec.env_options)
         self.seeds, self.run_dirs = seeds, run_dirs
-        self.eval_every_updates = max(1, eval_every // cfg.rollout_size)
+        self.eval_every_updates = max(1, spec.eval_every // cfg.rollout_size)
         self.report_every_updates = report_every_updates(cfg, self.eval_every_updates,
-                                                         report_every)
-        self.checkpoint_every = checkpoint_every
+                                                         spec.report_every)
+        self.checkpoint_every = spec.checkpoint_every
         self.progress_mode = progress
         self.records = [SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
         self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
@@ -60,7 +70,7 @@ class Run:
         # A multi-agent core may have no eval_params (optional in its contract): train params.
         self.eval_params = getattr(env, "eval_params", env.default_params)
         self.seed_keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
-        self.tensorboard = tensorboard
+        self.tensorboard = spec.tensorboard
         self._tb = None  # one TensorBoardLog per seed, opened by the first advance
         self.stopped_at_deadline = False  # the last advance stopped at its deadline
         self.stopped_by_rule = False  # the last advance stopped because its `stop_when` said so

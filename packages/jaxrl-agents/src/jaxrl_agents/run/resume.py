@@ -15,12 +15,13 @@ import os
 from typing import Any
 
 from ..common.fileio import lock_directory
-from .algorithms import get_algorithm, make_config
+from .algorithms import get_algorithm
 from .checkpoint import load_checkpoint, read_checkpoint
-from .checks import check_pos_int, check_progress
+from .checks import check_progress
 from .loop import Run
 from .run_config import find_group, never_checkpointed, record_extension
 from .run_files import CHECKPOINT, RUN_CONFIG, check_history, read_run_config
+from .spec import RunSpec
 
 __all__ = ["open_checkpoint"]
 
@@ -79,22 +80,18 @@ def open_checkpoint(run_dir: str, env: Any, progress: str | None, total_steps: i
 
 def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     path = os.path.join(run_dir, RUN_CONFIG)
-    old_total = rc["algo_config"].get("total_steps")
-    extend = total_steps is not None and total_steps != old_total
     try:
-        cfg = make_config(rc["algo"], {**rc["algo_config"],
-                                       "total_steps": total_steps if extend else old_total})
-        check_pos_int("eval_every", rc["eval_every"])
-        check_pos_int("checkpoint_every", rc["checkpoint_every"])
-        if rc.get("report_every") is not None:  # absent from older run directories
-            check_pos_int("report_every", rc["report_every"])
-        tensorboard = rc.get("tensorboard", False)  # absent: a run without event files
-        if not isinstance(tensorboard, bool):
-            raise ValueError(f"tensorboard: expected true or false, got {tensorboard!r}")
+        # The one road back from config.json (older files too: keys added later read as their
+        # defaults); every recorded value is checked before anything compiles.
+        spec = RunSpec.from_run_config(rc)
     except ValueError as e:
-        if str(e).startswith("total_steps") and extend:
-            raise
         raise ValueError(f"{path}: {e}") from None
+    old_total = spec.config["total_steps"]
+    extend = total_steps is not None and total_steps != old_total
+    if extend:  # a new budget: its errors name total_steps, the argument (not the file)
+        spec = spec.replace(config={"total_steps": total_steps})
+    cfg = spec.algo_config()
+    tensorboard = spec.tensorboard
     if tensorboard:  # before anything compiles: the run was started with --tensorboard
         from .tensorboard import require_tensorboardx
 
@@ -106,19 +103,17 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")
     history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
-    if env is None and rc["env"] is None:
+    if env is None and spec.env is None:
         raise ValueError("env: this run was started with an environment object; pass the "
                          "same object as resume(run_dir, env=...)")
     # The road a new run took (session.plan_new_run): the registry entry builds and checks the
     # environment, so an IPPO run trained on a ParallelEnv's functional core resumes on the core.
-    _, env = get_algorithm(rc["algo"]).environment(rc["env"] if env is None else env,
-                                                   rc["env_options"], cfg)
+    _, env = get_algorithm(spec.algo).environment(spec.env if env is None else env,
+                                                  dict(spec.env_options), cfg)
     if env is None:
         raise ValueError(f"resume: {run_dir!r} trains a PettingZoo ParallelEnv stepped from "
                          f"Python, which cannot resume")
-    run = Run(rc["algo"], cfg, env, rc["env"], rc["env_options"], tuple(rc["seeds"]), run_dirs,
-              rc["eval_every"], rc["checkpoint_every"], progress, rc.get("report_every"),
-              tensorboard)
+    run = Run(spec, cfg, env, run_dirs, progress)
     state, meta = load_checkpoint(ckpt, run.template())
     run.checkpoint_update = meta["update"]
     if extend:

@@ -16,13 +16,16 @@ import json
 import os
 import platform
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.fileio import atomic_write_json
 from .run_files import RUN_CONFIG, read_run_config
+
+if TYPE_CHECKING:  # the session imports this module
+    from .session import NewRun
 
 __all__ = ["run_record", "write_run_config", "write_run_configs", "record_extension",
            "never_checkpointed", "find_group"]
@@ -69,26 +72,33 @@ def run_record(algo: str, env_spec: str | None, env_options: dict, env_obj, cfg,
             "versions": _versions(env_spec), "backend": jax.default_backend()}
 
 
-def write_run_configs(run_dirs, algo, env_spec, env_options, env_obj, cfg, model, seeds,
-                      eval_every, checkpoint_every, tag, out, argv, report_every=None,
-                      preset=None, init_from=None, tensorboard=False) -> None:
-    """Write config.json of every seed's run directory of a new compiled run."""
-    base = run_record(algo, env_spec, env_options, env_obj, cfg, seeds, tag, out, argv)
+def write_run_configs(run_dirs: list[str], plan: NewRun) -> None:
+    """Write config.json of every seed's run directory of a new compiled run.
+
+    Written from the plan's `spec.RunSpec` (`spec.RunSpec.from_run_config` reads it back) plus
+    what starting it built: the environment's and network's descriptions, the fine-tuning
+    source's record, versions and devices. The keys are those of every earlier config.json;
+    a key a later option added is written only when the option is set.
+    """
+    spec = plan.spec
+    base = run_record(spec.algo, plan.env_spec, dict(spec.env_options), plan.env_obj, plan.cfg,
+                      spec.seeds, spec.tag, spec.out, plan.argv)
     # The group is found again on resume by this id (and the directory names as a first guess),
     # so a renamed or moved run directory still resumes.
     group = {"group": [os.path.basename(d) for d in run_dirs], "group_id": uuid.uuid4().hex}
-    for s, d in zip(seeds, run_dirs):
+    for s, d in zip(spec.seeds, run_dirs):
         write_run_config(d, {
-            **base, "evaluation": describe_evaluation(evaluation_of(env_obj)),
-            "network": model.to_dict(), "seed": s, **group,
-            "eval_every": eval_every, "checkpoint_every": checkpoint_every,
-            "report_every": report_every, "preset": preset,
+            **base, "evaluation": describe_evaluation(evaluation_of(plan.env_obj)),
+            "network": plan.model.to_dict(), "seed": s, **group,
+            "eval_every": spec.eval_every, "checkpoint_every": spec.checkpoint_every,
+            "report_every": spec.report_every, "preset": spec.preset,
             "devices": [str(x) for x in jax.devices()],
             "precision": {"x64": True, "network": "float32"},
             # Only fine-tuning runs carry the key: earlier config.json files stay as they were.
-            **({"init_from": init_from} if init_from is not None else {}),
+            **({"init_from": plan.init_record} if plan.init_record is not None else {}),
             # Likewise "tensorboard" (a resume keeps writing event files); a missing key is off.
-            **({"tensorboard": True} if tensorboard else {})})
+            **({"tensorboard": True} if spec.tensorboard else {}),
+            **spec.run_config_keys()})
 
 
 def record_extension(run_dirs: list[str], configs: list[dict], old_total: int, new_total: int,

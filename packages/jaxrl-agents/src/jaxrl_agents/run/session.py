@@ -1,15 +1,19 @@
 """A trainer session: an open run that advances in steps of whole updates.
 
-`Session.open(...)` starts a new run (it checks every argument, creates and locks the run
-directories, writes config.json and builds the first train state); `Session.resume(run_dir)`
-reopens one from its last checkpoint. Either way the session then holds the locked directories,
-the compiled programs and the train state in memory, and `advance(n)` trains ``n`` more updates
-(None: to the end; ``time_budget``: until a wall-clock budget is spent, on a checkpoint) and
+`Session.open(spec)` starts the run a `spec.RunSpec` describes (``Session.open("ppo", env,
+...)`` takes `trainer.train`'s keyword arguments instead, made into a RunSpec by
+`spec_of_arguments`): `plan_run` checks what the spec needs beyond itself and builds the
+environment, then the session creates and locks the run directories, writes config.json from
+the spec and builds the first train state; `Session.resume(run_dir)` reopens one from its last
+checkpoint (its RunSpec read back from config.json). Either way the session then holds the locked
+directories, the compiled programs and the train state in memory, and `advance(n)` trains ``n``
+more updates (None: to the end; ``time_budget``: until a wall-clock budget is spent, on a checkpoint) and
 returns the `TrainResult` so far. `close()` releases the directories; it writes none of the run's
 files (only the TensorBoard events already computed are flushed), so what the checkpoint cadence
 has not saved yet is recomputed by a later resume, bit for bit. A session is a context manager::
 
-    with Session.open("ppo", "quantgate_env:make", seeds=(1, 2), checkpoint_every=8) as s:
+    spec = RunSpec("ppo", "quantgate_env:make", seeds=(1, 2), checkpoint_every=8)
+    with Session.open(spec) as s:
         while not s.finished:
             result = s.advance(8)  # every 8 updates end on a checkpoint
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from typing import Any
 
@@ -29,53 +34,57 @@ import jax
 from ..common.config import AlgoConfig
 from ..common.envs import DEFAULT_ENV
 from ..common.fileio import lock_directory
-from .algorithms import ALGORITHMS, canonical_name, get_algorithm, make_config
-from .checks import (
-    check_argv,
-    check_env_options,
-    check_pos_int,
-    check_progress,
-    check_seeds,
-    check_tag,
-    check_time_budget,
-)
+from .algorithms import canonical_name, get_algorithm, make_config
+from .checks import check_argv, check_pos_int, check_progress, check_time_budget
 from .init_from import load_init_params
 from .loop import Run
 from .results import TrainResult
 from .resume import open_checkpoint
 from .run_config import write_run_configs
-from .run_files import check_out, make_run_dirs, remove_new_run_dirs
+from .run_files import make_run_dirs, remove_new_run_dirs
+from .spec import RunSpec
 
-__all__ = ["Session", "NewRun", "plan_new_run"]
+_NOT_GIVEN = object()  # Session.open's env when none is passed
+
+__all__ = ["Session", "NewRun", "plan_run", "plan_new_run", "spec_of_arguments"]
 
 
 @dataclasses.dataclass
 class NewRun:
-    """A new run's checked arguments and environment (`plan_new_run`); nothing exists on disk yet.
+    """A new run's checked spec and built environment (`plan_run`); nothing exists on disk yet.
 
     ``env_obj`` is the environment the algorithm compiles, or None where its registry entry finds
-    none to compile (`steps_from_python`).
+    none to compile (`steps_from_python`). What the run is lives in ``spec``; the other fields
+    are what starting it built or what this process shows (``progress``, ``argv``).
     """
 
-    algo: str
+    spec: RunSpec
     cfg: AlgoConfig
-    env: Any
     env_spec: str | None
     env_obj: Any
-    env_options: dict
-    seeds: tuple[int, ...]
-    eval_every: int
-    checkpoint_every: int
-    report_every: int | None
-    preset: str | None
-    tag: str
-    out: str
-    progress: str | None
-    argv: list[str] | None
+    progress: str | None = None
+    argv: list[str] | None = None
+    env_given: Any = None  # the environment object handed beside a spec whose env is None
     model: Any = None
     init_params: Any = None
     init_record: Any = None
-    tensorboard: bool = False
+
+    # The spec's fields under the names the run's pieces read.
+    algo = property(lambda self: self.spec.algo)
+    env_options = property(lambda self: dict(self.spec.env_options))
+    seeds = property(lambda self: self.spec.seeds)
+    eval_every = property(lambda self: self.spec.eval_every)
+    checkpoint_every = property(lambda self: self.spec.checkpoint_every)
+    report_every = property(lambda self: self.spec.report_every)
+    preset = property(lambda self: self.spec.preset)
+    tag = property(lambda self: self.spec.tag)
+    out = property(lambda self: self.spec.out)
+    tensorboard = property(lambda self: self.spec.tensorboard)
+
+    @property
+    def env(self) -> Any:
+        """The environment as given: the spec's ``"module:factory"`` or the object."""
+        return self.spec.env if self.spec.env is not None else self.env_given
 
     @property
     def steps_from_python(self) -> bool:
@@ -88,6 +97,42 @@ class NewRun:
         return self.env_obj is None
 
 
+def spec_of_arguments(algo: str = "ppo", env: Any = DEFAULT_ENV,
+                      env_options: dict | None = None, config: AlgoConfig | dict | None = None,
+                      seeds=(0,), eval_every: int = 2_000_000, out: str = "runs", tag: str = "",
+                      checkpoint_every: int = 25, network=None,
+                      network_options: dict | None = None, report_every: int | None = None,
+                      preset: str | None = None, init_from: str | None = None,
+                      tensorboard: bool = False,
+                      time_budget: float | None = None) -> tuple[RunSpec, Any]:
+    """The `RunSpec` of `trainer.train`'s keyword arguments, and the environment object if any.
+
+    `env` may be ``"module:factory"`` (the spec's) or an object: the spec then records None and
+    the object comes back beside it, for `plan_run`. ``network``/``network_options`` override
+    the config's fields of those names.
+
+    Raises:
+        ValueError: naming the argument, before anything is created or compiled.
+    """
+    algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
+    cfg = make_config(algo, config)
+    if network is not None or network_options is not None:  # validated as config fields
+        if not any(f.name == "network" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
+                             f"per-agent networks from hidden/activation, got network={network!r}")
+        cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
+                                  network_options=cfg.network_options if network_options is None
+                                  else network_options)
+    if isinstance(out, os.PathLike):
+        out = os.fspath(out)
+    named = env is None or isinstance(env, str)
+    spec = RunSpec(algo=algo, env=env if named else None, env_options=env_options, config=cfg,
+                   seeds=seeds, eval_every=eval_every, checkpoint_every=checkpoint_every,
+                   report_every=report_every, out=out, tag=tag, preset=preset,
+                   init_from=init_from, tensorboard=tensorboard, time_budget=time_budget)
+    return spec, None if named else env
+
+
 def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
                  config: AlgoConfig | dict | None = None, seeds=(0,),
                  eval_every: int = 2_000_000, out: str = "runs", tag: str = "",
@@ -96,51 +141,50 @@ def plan_new_run(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | 
                  network_options: dict | None = None, report_every: int | None = None,
                  preset: str | None = None, init_from: str | None = None,
                  tensorboard: bool = False) -> NewRun:
-    """Check the arguments of a new run and build its environment (arguments as `trainer.train`).
+    """`plan_run` of `trainer.train`'s keyword arguments (`spec_of_arguments`)."""
+    spec, env_obj = spec_of_arguments(algo, env, env_options, config, seeds, eval_every, out, tag,
+                                      checkpoint_every, network, network_options, report_every,
+                                      preset, init_from, tensorboard)
+    return plan_run(spec, env_obj, progress, argv)
+
+
+def plan_run(spec: RunSpec, env: Any = None, progress: str | None = None,
+             argv: list[str] | None = None) -> NewRun:
+    """Check what starting `spec` needs beyond the spec, and build its environment.
 
     The environment is built under ``jax.enable_x64(True)`` (float64 environments refuse to
-    build without it). Raises ValueError before anything is created or compiled.
+    build without it); the ``init_from`` policy is read and checked against the network.
+
+    Args:
+        spec: the run.
+        env: the environment object, where ``spec.env`` is None (ignored otherwise).
+        progress: "bar", "lines", "off" or None (bar on a terminal, lines otherwise).
+        argv: the command line config.json records.
+
+    Raises:
+        ValueError: before anything is created or compiled.
     """
+    if not isinstance(spec, RunSpec):
+        raise ValueError(f"spec: expected a RunSpec, got {type(spec).__name__}")
+    if spec.env is None and env is None:
+        raise ValueError("env: the spec names no environment ('env': null); pass the "
+                         "environment object beside it")
     with jax.enable_x64(True):
-        algo = canonical_name(algo)  # "ippo_lag" is IPPO-Lagrangian's older name
-        cfg = make_config(algo, config)
-        if network is not None or network_options is not None:  # validated as config fields
-            if not any(f.name == "network" for f in dataclasses.fields(cfg)):
-                raise ValueError(f"network: user networks are for ppo and trpo; {algo!r} builds its "
-                                 f"per-agent networks from hidden/activation, got network={network!r}")
-            cfg = dataclasses.replace(cfg, network=cfg.network if network is None else network,
-                                      network_options=cfg.network_options if network_options is None
-                                      else network_options)
-        seeds = check_seeds(seeds)
-        eval_every = check_pos_int("eval_every", eval_every)
-        checkpoint_every = check_pos_int("checkpoint_every", checkpoint_every)
-        if report_every is not None:
-            report_every = check_pos_int("report_every", report_every)
-        if preset is not None and not isinstance(preset, str):
-            raise ValueError(f"preset: expected a preset name or None, got {preset!r}")
-        plan = NewRun(algo, cfg, env, None, None, None, seeds, eval_every, checkpoint_every,
-                      report_every, preset, check_tag(tag), check_out(out), None, None)
-        plan.env_options = check_env_options(env_options)
-        plan.progress = check_progress(progress)
-        plan.argv = check_argv(argv)
-        if not isinstance(tensorboard, bool):
-            raise ValueError(f"tensorboard: expected True or False, got {tensorboard!r}")
-        if tensorboard:
+        cfg = spec.algo_config()
+        plan = NewRun(spec, cfg, None, None, check_progress(progress), check_argv(argv),
+                      None if spec.env is not None else env)
+        if spec.tensorboard:
             from .tensorboard import require_tensorboardx
 
             require_tensorboardx()
-        plan.tensorboard = tensorboard
-        entry = get_algorithm(algo)
-        plan.env_spec, plan.env_obj = entry.environment(env, plan.env_options, cfg)
+        entry = get_algorithm(spec.algo)
+        plan.env_spec, plan.env_obj = entry.environment(plan.env, plan.env_options, cfg)
         if plan.steps_from_python:  # no network to build here: IPPO.train builds its own
             return plan
         plan.model = entry.networks(plan.env_obj, cfg)
-        if init_from is not None:
-            if not entry.fine_tunes:
-                raise ValueError(f"init_from: fine-tuning starts are for "
-                                 f"{' and '.join(n for n, a in ALGORITHMS.items() if a.fine_tunes)}, "
-                                 f"got algo {algo!r}")
-            plan.init_params, plan.init_record = load_init_params(init_from, plan.model, report=plan.progress != "off")
+        if spec.init_from is not None:
+            plan.init_params, plan.init_record = load_init_params(
+                spec.init_from, plan.model, report=plan.progress != "off")
         return plan
 
 
@@ -162,23 +206,39 @@ class Session:
 
     # --------------------------------------------------------------------------- opening
     @classmethod
-    def open(cls, algo: str = "ppo", env: Any = DEFAULT_ENV, **kwargs) -> Session:
-        """Start a new run: same arguments as `trainer.train` (without ``stop_after``).
+    def open(cls, spec: RunSpec | str = "ppo", env: Any = _NOT_GIVEN, *,
+             progress: str | None = None, argv: list[str] | None = None, **kwargs) -> Session:
+        """Start a new run: a `RunSpec`, or the keyword arguments of `trainer.train`.
+
+        ``Session.open(spec, progress="off")`` starts `spec` (`env`: the environment object
+        where ``spec.env`` is None); ``Session.open("ppo", "module:factory", seeds=(1, 2), ...)``
+        takes `trainer.train`'s arguments (without ``stop_after`` and ``time_budget``).
 
         Raises:
             ValueError: bad arguments (before anything is created or compiled), or a run that
                 steps its environment from Python (`NewRun.steps_from_python`).
         """
-        return cls.start(plan_new_run(algo, env, **kwargs))
+        if isinstance(spec, RunSpec):
+            if kwargs:
+                raise ValueError(f"Session.open: a RunSpec carries the run's settings; got "
+                                 f"{sorted(kwargs)} beside it (use spec.replace(...))")
+            return cls.start(plan_run(spec, None if env is _NOT_GIVEN else env, progress, argv))
+        return cls.start(plan_new_run(spec, DEFAULT_ENV if env is _NOT_GIVEN else env,
+                                      progress=progress, argv=argv, **kwargs))
 
     @classmethod
-    def start(cls, plan: NewRun) -> Session:
+    def start(cls, plan: NewRun | RunSpec) -> Session:
         """Create, lock and record the run directories of `plan` and build the first state.
+
+        Args:
+            plan: a checked plan (`plan_run`), or a `RunSpec` (planned here, progress on auto).
 
         Raises:
             ValueError: `plan` steps its environment from Python (IPPO on a PettingZoo
                 ParallelEnv): it cannot be checkpointed, so it has no session. Nothing is created.
         """
+        if isinstance(plan, RunSpec):
+            plan = plan_run(plan)
         if plan.steps_from_python:
             raise ValueError(
                 "env: a PettingZoo ParallelEnv stepped from Python cannot be checkpointed, so the "
@@ -193,13 +253,8 @@ class Session:
             try:
                 for d in run_dirs:
                     locks.enter_context(lock_directory(d))
-                write_run_configs(run_dirs, p.algo, p.env_spec, p.env_options, p.env_obj, p.cfg,
-                                  p.model, p.seeds, p.eval_every, p.checkpoint_every, p.tag,
-                                  p.out, p.argv, p.report_every, p.preset, p.init_record,
-                                  p.tensorboard)
-                run = Run(p.algo, p.cfg, p.env_obj, p.env_spec, p.env_options, p.seeds, run_dirs,
-                          p.eval_every, p.checkpoint_every, p.progress, p.report_every,
-                          p.tensorboard)
+                write_run_configs(run_dirs, p)
+                run = Run(p.spec, p.cfg, p.env_obj, run_dirs, p.progress)
                 state = (run.compiled.init(run.seed_keys, run.train_params)
                          if p.init_params is None
                          else run.compiled.init(run.seed_keys, run.train_params, p.init_params))

@@ -35,7 +35,7 @@ The trainer runs compiled runs only: IPPO on a PettingZoo ParallelEnv stepped fr
 be checkpointed and has no session, so `train` refuses it (`ippo.IPPO.train` trains it, and
 ``jaxrl-train`` writes its run directory: console/parallel_env_run.py).
 
-The pieces: checks.py (arguments), session.py (`plan_new_run`, `Session`), run_config.py
+The pieces: checks.py (arguments), spec.py (`RunSpec`), session.py (`plan_run`, `Session`), run_config.py
 (config.json), records.py (rows, evaluations, policies), loop.py (the loop), resume.py (`resume`),
 results.py (`TrainResult`, `NonFiniteError`).
 """
@@ -50,13 +50,14 @@ from .checks import check_stop_after, check_time_budget
 from .records import decade_crossed, report_every_updates
 from .results import NonFiniteError, TrainingInterrupted, TrainResult
 from .run_files import CHECKPOINT, EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG
-from .session import NewRun, Session, plan_new_run
+from .session import NewRun, Session, plan_run, spec_of_arguments
+from .spec import RunSpec
 
 __all__ = ["train", "train_planned", "resume", "TrainResult", "NonFiniteError", "TrainingInterrupted", "Session", "RUN_CONFIG",
            "PROGRESS_CSV", "EVALS_NPZ", "CHECKPOINT", "decade_crossed", "report_every_updates"]
 
 
-def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
+def train(algo: str | RunSpec = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = None,
           config: AlgoConfig | dict | None = None, seeds=(0,), eval_every: int = 2_000_000,
           out: str = "runs", tag: str = "", checkpoint_every: int = 25,
           progress: str | None = None, argv: list[str] | None = None,
@@ -66,12 +67,14 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
           time_budget: float | None = None) -> TrainResult:
     """Train `algo` on `env` for every seed at once and write one run directory per seed.
 
-    One `advance()` of a `session.Session`. Every argument is checked before a run directory is
-    created or anything is compiled. The run directories are locked while the run uses them
+    One `advance()` of a `session.Session`. The arguments become one `spec.RunSpec`
+    (`session.spec_of_arguments`); ``train(spec)`` takes one directly (`env`: then the environment
+    object where ``spec.env`` is None, and the other run arguments are the spec's). Every argument
+    is checked before a run directory is created or anything is compiled. The run directories are locked while the run uses them
     (`fileio.lock_directory`).
 
     Args:
-        algo: "ppo" or "trpo".
+        algo: "ppo", "trpo", "ippo" or "ippo_lagrangian"; or a `spec.RunSpec`.
         env: "module:factory" (imported and called with `env_options`) or an environment object.
         env_options: keyword options of the factory.
         config: algorithm config (object or dict of fields); defaults are the paper's.
@@ -113,11 +116,15 @@ def train(algo: str = "ppo", env: Any = DEFAULT_ENV, env_options: dict | None = 
             far is intact (atomic writes).
     """
     stop_after = check_stop_after(stop_after)
-    time_budget = check_time_budget(time_budget)
-    plan = plan_new_run(algo, env, env_options, config, seeds, eval_every, out, tag,
-                        checkpoint_every, progress, argv, network, network_options,
-                        report_every, preset, init_from, tensorboard)
-    return train_planned(plan, stop_after, time_budget)
+    if isinstance(algo, RunSpec):
+        spec, env_obj = algo, None if env is DEFAULT_ENV else env
+    else:
+        spec, env_obj = spec_of_arguments(algo, env, env_options, config, seeds, eval_every, out,
+                                          tag, checkpoint_every, network, network_options,
+                                          report_every, preset, init_from, tensorboard,
+                                          time_budget)
+    budget = spec.time_budget if time_budget is None else time_budget
+    return train_planned(plan_run(spec, env_obj, progress, argv), stop_after, budget)
 
 
 def train_planned(plan: NewRun, stop_after: int | None = None,

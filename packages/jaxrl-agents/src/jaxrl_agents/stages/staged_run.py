@@ -35,6 +35,7 @@ from ..common.policy import BEST_POLICY_DIR, load_policy
 from ..run.checks import check_env_options
 from ..run.run_files import CHECKPOINT, check_out, make_run_dirs, read_json_object, remove_new_run_dirs
 from ..run.session import Session
+from ..run.spec import RunSpec
 from .recipe import Recipe, Stage, attempt_seed
 from .timeline import StagedResult, staged_result
 
@@ -293,12 +294,13 @@ class StagedRun:
         if att.stage > 0 and stage.log_std is None:
             fields["log_std_init"] = 0.0  # keep the std the previous stage learned
         source = self._source_dir(att.stage)
-        session = Session.open(
-            stage.algo, self._record["env"], env_options=self._record["env_options"],
+        spec = RunSpec(
+            algo=stage.algo, env=self._record["env"], env_options=self._record["env_options"],
             config=fields, seeds=(att.seed,), eval_every=1, out=self.top,
             tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
-            checkpoint_every=self._record["checkpoint_every"], progress=self._progress,
-            preset=self.recipe.name, init_from=source)
+            checkpoint_every=self._record["checkpoint_every"], preset=self.recipe.name,
+            init_from=source)
+        session = Session.open(spec, progress=self._progress)
         # eval_every=1 rounds up to one update: every update is evaluated, so the best score (and
         # each decision taken on it) sees every policy the stage produces.
         att.dir = os.path.relpath(session.run_dirs[0], self.top)

@@ -1,6 +1,6 @@
 """What jaxrl-sweep uses of the trainer: the session, run-directory files, file I/O and configs.
 
-A trial is one `Session` (`run.session`) advanced segment by segment; everything else here
+A trial is one `RunSpec` (`run.spec`) opened as one `Session` (`run.session`) and advanced segment by segment; everything else here
 reads or writes run directories as every tool of the package does.
 """
 
@@ -16,9 +16,10 @@ from ..run.algorithms import ALGORITHMS, get_algorithm, make_config
 from ..run.results import NonFiniteError
 from ..run.run_config import write_run_config
 from ..run.session import Session
+from ..run.spec import RunSpec
 from ..run.tensorboard import require_tensorboardx
 
-__all__ = ["Session", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
+__all__ = ["Session", "RunSpec", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
            "load_env", "config_class", "algorithm_names", "env_score", "DEFAULT_ENV",
            "require_tensorboardx"]
 

@@ -1,6 +1,7 @@
 """The trial: a Tune function trainable that trains one seed group in segments.
 
-A trial's run directories are normal ``jaxrl-train`` run directories under
+A trial is one `run.spec.RunSpec` (`trial_spec`: the SPEC's base run with the trial's sampled
+values). A trial's run directories are normal ``jaxrl-train`` run directories under
 ``<sweep>/runs/<trial_id>/`` (one per seed, the seeds vmapped in one program). The trial is one
 trainer session (`run.session.Session`, opened with ``checkpoint_every=segment`` or resumed)
 advanced in *segments* of `SweepSpec.segment_updates` updates. So every segment ends on a
@@ -35,14 +36,26 @@ import uuid
 from . import jaxrl, resources, summary
 from .spec import SweepSpec
 
-__all__ = ["run_trial", "trial_settings", "TRIAL_META", "REPLACED_DIR"]
+__all__ = ["run_trial", "trial_spec", "trial_settings", "TRIAL_META", "REPLACED_DIR"]
 
 TRIAL_META = "sweep_checkpoint.json"  # inside a Tune checkpoint: whose snapshot, at which step
 REPLACED_DIR = "replaced"  # run directories a PBT exploit replaced, kept
 
 
-def trial_settings(spec: SweepSpec, config: dict) -> dict:
-    """The ``train`` arguments of a trial: the SPEC's base run with the trial's sampled values."""
+def trial_spec(spec: SweepSpec, config: dict, out: str = "runs", tag: str = "",
+               checkpoint_every: int = 25) -> jaxrl.RunSpec:
+    """The `RunSpec` of a trial: the SPEC's base run with the trial's sampled values over it.
+
+    Args:
+        spec: the sweep.
+        config: the trial's sampled values (``config.<field>``, ``env.<option>``, ``seeds``).
+        out: the trial's directory (the parent of its run directories).
+        tag: the run directories' suffix (the trial id).
+        checkpoint_every: updates between checkpoints (a segment: each one ends on one).
+
+    Raises:
+        ValueError: a sampled value the run refuses (named by its field).
+    """
     t = spec.train
     cfg = dict(t["config"], total_steps=t["total_steps"])
     env_options = dict(t["env_options"])
@@ -54,10 +67,19 @@ def trial_settings(spec: SweepSpec, config: dict) -> dict:
             env_options[key[4:]] = value
         elif key == "seeds":
             seeds = list(value)
-    # A normalised config: JSON round trips (lists for tuples) compare equal to config.json's.
-    cfg = jaxrl.make_config(t["algo"], cfg).to_dict()
-    return {"algo": t["algo"], "env": t["env"], "env_options": env_options, "config": cfg,
-            "seeds": seeds, "eval_every": t["eval_every"]}
+    return jaxrl.RunSpec(algo=t["algo"], env=t["env"], env_options=env_options, config=cfg,
+                   seeds=tuple(seeds), eval_every=t["eval_every"], out=out, tag=tag,
+                   checkpoint_every=checkpoint_every,
+                   tensorboard=t.get("tensorboard", False))
+
+
+def trial_settings(spec: SweepSpec, config: dict) -> dict:
+    """The run fields of a trial (`trial_spec`) that a PBT exploit writes into config.json."""
+    r = trial_spec(spec, config)
+    # A normalised config (RunSpec's): JSON round trips (lists for tuples) compare equal to
+    # config.json's.
+    return {"algo": r.algo, "env": r.env, "env_options": dict(r.env_options),
+            "config": dict(r.config), "seeds": list(r.seeds), "eval_every": r.eval_every}
 
 
 def _now() -> str:
@@ -213,12 +235,9 @@ def run_trial(config: dict, *, sweep_dir: str, spec_json: dict) -> None:
     extra = {"pbt_donor": donor, "pbt_generation": len(lineage), "non_finite": False}
 
     if group is None:
-        session = jaxrl.Session.open(
-            s["algo"], s["env"], env_options=s["env_options"], config=s["config"],
-            seeds=s["seeds"], eval_every=s["eval_every"], out=root, tag=trial_id,
-            checkpoint_every=seg, progress="off",
-            argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id],
-            tensorboard=spec.train.get("tensorboard", False))
+        run = trial_spec(spec, config, out=root, tag=trial_id, checkpoint_every=seg)
+        session = jaxrl.Session.open(run, progress="off",
+                                     argv=["jaxrl-sweep", sweep_dir, "--trial", trial_id])
     else:
         session = jaxrl.Session.resume(group[0], progress="off")
     with session:
