@@ -1,8 +1,127 @@
+"""Session-wide test setup: the paper's pulses, and one JAX compilation cache per test run.
+
+Compiling is most of what the suite costs on a small CPU (a PPO update on the toy environment takes
+~10 s of CPU to compile and milliseconds to run). The same programs are compiled again and again:
+by both xdist workers, by every `jaxrl-train` subprocess a CLI test starts, and by tests that build
+an equal program under a new function object. So the run points JAX's persistent compilation cache
+(the one `jaxrl-sweep` uses for its trials) at a fresh temporary directory: the first process to
+compile a program writes it, the others load it. The directory is made when the run starts and
+removed when it ends, so every run (and every fresh clone) starts with an empty cache, and what a
+test asserts does not change: a loaded program is the executable XLA compiled from the same HLO,
+with the same flags (XLA_FLAGS are part of the key, so the restricted-ISA subprocess of
+test_fixtures_on_an_older_cpu.py compiles its own).
+
+The cache is used only where it works: a subprocess first compiles a small function, loads it
+back from the cache, and must get it with nothing on stderr (on some Intel CPUs XLA rejects every
+cached executable and logs an error per load, which would land in the stderr that CLI tests
+check). A run that already has JAX_COMPILATION_CACHE_DIR keeps it untouched. `pytest` prints which
+cache is used in its header.
+"""
+
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 DATA = pathlib.Path(__file__).parent / "data"
+
+#: set (to the cache directory) by the process that made this run's cache; xdist workers and test
+#: subprocesses inherit it with the JAX variables
+OWNER_VARIABLE = "QUANTGATE_TESTS_JAX_CACHE"
+#: filelock is what makes concurrent reads and writes of one entry safe (JAX locks the directory
+#: only when the cache has a maximum size); every program that takes 0.1 s or more to compile
+CACHE_VARIABLES = {"JAX_COMPILATION_CACHE_MAX_SIZE": str(4 << 30),
+                   "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.1"}
+
+_PROBE = """
+import jax, jax.numpy as jnp
+from jax import monitoring
+hits = []
+monitoring.register_event_listener(lambda event, **kw: hits.append(event) if event.endswith("/cache_hits") else None)
+f = lambda x: jnp.tanh(x @ x.T).sum(0)
+x = jnp.linspace(0.0, 1.0, 64).reshape(8, 8)
+first = jax.jit(f)(x)
+jax.clear_caches()  # the second call compiles again, so it must come from the cache on disk
+second = jax.jit(f)(x)
+print(len(hits), bool((first == second).all()))
+"""
+_cache_state = {"dir": None, "owned": False, "note": ""}
+
+
+def _start_compile_cache() -> None:
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        owned_by_run = os.environ.get(OWNER_VARIABLE) == os.environ["JAX_COMPILATION_CACHE_DIR"]
+        _cache_state.update(dir=os.environ["JAX_COMPILATION_CACHE_DIR"],
+                            note="this run's" if owned_by_run else "from JAX_COMPILATION_CACHE_DIR")
+        return
+    try:
+        import filelock  # noqa: F401
+    except ImportError:
+        _cache_state["note"] = "off (no filelock)"
+        return
+    path = tempfile.mkdtemp(prefix="quantgate-tests-jax-cache-")
+    works, why = _loads_back_cleanly(os.path.join(path, "probe"))
+    shutil.rmtree(os.path.join(path, "probe"), ignore_errors=True)  # the run starts empty
+    if not works:
+        shutil.rmtree(path, ignore_errors=True)
+        _cache_state["note"] = f"off (a cached program did not load back cleanly: {why[:200]})"
+        return
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=path, **CACHE_VARIABLES, **{OWNER_VARIABLE: path})
+    if "jax" in sys.modules:  # imported before this hook (by a plugin): tell it too
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_compilation_cache_max_size",
+                          int(CACHE_VARIABLES["JAX_COMPILATION_CACHE_MAX_SIZE"]))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(CACHE_VARIABLES["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+    _cache_state.update(dir=path, owned=True, note="this run's")
+
+
+def _loads_back_cleanly(path: str) -> tuple[bool, str]:
+    """Compile a function into a cache at `path`, load it back: (a hit and a silent stderr, why not)."""
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=path,
+               **{**CACHE_VARIABLES, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"})
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
+                               text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as err:
+        return False, str(err)
+    works = probe.returncode == 0 and probe.stdout.split() == ["1", "True"] and not probe.stderr
+    return works, " ".join(probe.stderr.strip().splitlines()[-1:] or probe.stdout.split())
+
+
+def pytest_configure(config):
+    """Start the run's compilation cache (in xdist's controller, before its workers start)."""
+    _start_compile_cache()
+
+
+def pytest_unconfigure(config):
+    """Remove the run's compilation cache (only the process that made it does)."""
+    if _cache_state["owned"]:
+        shutil.rmtree(_cache_state["dir"], ignore_errors=True)
+
+
+def pytest_report_header(config):
+    """Say which compilation cache the run uses."""
+    where = f" {_cache_state['dir']}" if _cache_state["dir"] else ""
+    return f"JAX compilation cache: {_cache_state['note']}{where}"
+
+
+#: files that are one long test in a subprocess each: xdist's default (load) scheduling hands out
+#: tests in collection order, and these come last in it, where one worker would finish them alone
+#: while the other waits; they start first instead (the order of everything else is unchanged)
+START_FIRST = ("tests/test_fixtures_on_an_older_cpu.py", "tests/quantgate_env/test_standalone_install.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move the START_FIRST files to the front (a stable sort: every worker collects the same order)."""
+    rank = {path: i for i, path in enumerate(START_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 @pytest.fixture(scope="session")

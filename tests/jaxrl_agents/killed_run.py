@@ -12,7 +12,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # on PYTHONPATH, for the tests' toy envs
 
 
-def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: float = 300,
+def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: float = 900,
                       checkpoint_glob: str = "*/checkpoint.npz") -> tuple[list[pathlib.Path], int, str]:
     """Start ``jaxrl-train *args --out out`` and send it `sig` shortly after its first checkpoint.
 
@@ -27,10 +27,14 @@ def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: f
         # started so installs no KeyboardInterrupt handler: the child gets the default back.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        found = list(out.glob(checkpoint_glob)) if out.exists() else []
-        if found:
-            break
+    while not (out.exists() and list(out.glob(checkpoint_glob))):
+        if proc.poll() is not None or time.time() > deadline:
+            # Say so, instead of signalling a run that never checkpointed and failing on what it
+            # did not write (a starved CPU can take minutes to compile and train the first updates).
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"jaxrl-train {' '.join(args)} wrote no {checkpoint_glob} within "
+                                 f"{timeout_s:.0f} s (exit {proc.returncode}); stderr:\n{err}")
         time.sleep(0.2)
     time.sleep(1.0)  # let it train past the first checkpoint, so the signal lands mid-run
     proc.send_signal(sig)

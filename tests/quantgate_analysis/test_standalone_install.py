@@ -24,6 +24,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from ..outside_workspace import outside_workspace_env
 from .tiny_campaign import write_tiny_campaign
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -31,16 +32,10 @@ FORBIDDEN = ("torch", "stable_baselines3", "sb3_contrib", "pytest")
 WORKSPACE = ("quantgate-analysis", "quantgate-env", "jaxrl-agents")
 
 
-def _clean_env() -> dict[str, str]:
-    """The caller's environment minus anything that would tie uv or Python to the workspace."""
-    env = dict(os.environ)
-    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT", "UV_PROJECT", "CONDA_PREFIX"):
-        env.pop(name, None)
-    return env
 
 
 def _run(cmd: list[str], cwd: pathlib.Path, what: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=cwd, env=outside_workspace_env(), capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         pytest.fail(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc

@@ -27,6 +27,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from ..outside_workspace import outside_workspace_env
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FORBIDDEN = ("flax", "optax", "torch", "stable_baselines3")
 
@@ -66,16 +68,10 @@ STEP_SCRIPT = textwrap.dedent(
 ).format(forbidden=FORBIDDEN)
 
 
-def _clean_env() -> dict[str, str]:
-    """The caller's environment minus anything that would tie uv or Python to the workspace."""
-    env = dict(os.environ)
-    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT", "UV_PROJECT", "CONDA_PREFIX"):
-        env.pop(name, None)
-    return env
 
 
 def _run(cmd: list[str], cwd: pathlib.Path, what: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=cwd, env=outside_workspace_env(), capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         pytest.fail(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
