@@ -1,6 +1,6 @@
 """What the results page reads of a campaign file: its name, summaries folder and entries.
 
-The campaign runner validates a campaign file as a whole before anything runs; the page needs only
+``jaxrl-campaign`` (jaxrl_agents.campaign) validates a campaign file as a whole before anything runs; the page needs only
 a few of its keys, and must build where the runner is not installed, so it reads those itself:
 ``name``, ``summaries`` and each ``[[entry]]``'s ``name``, ``description`` and ``init_from``.
 Other keys are the runner's and are not looked at.
@@ -9,6 +9,7 @@ Other keys are the runner's and are not looked at.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 
 __all__ = ["PageCampaign", "PageEntry", "read_campaign"]
@@ -61,13 +62,20 @@ def read_campaign(path: str) -> PageCampaign:
         ValueError: naming the file and the key: no such file, not TOML, or a key the page reads
             missing or of the wrong type.
     """
+    if os.path.isdir(path):
+        raise ValueError(f"campaign: expected a campaign file (TOML), got {path!r}, a directory")
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
         raise ValueError(f"campaign: expected a campaign file, got {path!r} (no such file)") from None
+    except UnicodeDecodeError:  # tomllib decodes UTF-8 first: a binary file ends here
+        raise ValueError(f"{path}: expected a campaign file (TOML, UTF-8 text), got a file that "
+                         f"is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise ValueError(f"campaign: cannot read {path!r} ({e.strerror or e})") from None
     tables = data.get("entry")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ValueError(f"{path}: entry: expected one or more [[entry]] tables, got {tables!r}")

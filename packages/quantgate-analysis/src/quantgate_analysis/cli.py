@@ -5,7 +5,8 @@
 
 ``page`` regenerates the project's results page from the committed campaign summaries alone
 (`page`); ``runs`` writes a page of any run directories at hand, or of every trial of a jaxrl-sweep
-directory (`runs_page`). Errors are one line on stderr with exit 2 (bad input).
+directory (`runs_page`). Errors are one line on stderr with exit 2 (bad input, an --out that
+cannot be written).
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except ValueError as e:
         print(f"quantgate-results: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # --out in a missing or read-only folder: found before anything is written
+        from jaxrl_agents.common.fileio import describe_os_error
+
+        print(f"quantgate-results: error: --out: {describe_os_error(e)}", file=sys.stderr)
         return 2
 
 

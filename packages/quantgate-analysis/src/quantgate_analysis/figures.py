@@ -10,9 +10,23 @@ import numpy as np
 
 from .paper import PAPER_GATE_NS, PAPER_JT
 
-__all__ = ["learning_curves", "frontier_plot", "robustness_maps"]
+__all__ = ["learning_curves", "frontier_plot", "robustness_maps", "is_generated", "FIGURE_MARK"]
 
 DPI = 110
+#: Written into every figure's PNG metadata ("Description"), so that the page can tell its own
+#: figures from a user's file of the same name (`is_generated`) before replacing one.
+FIGURE_MARK = "quantgate-results page figure"
+_METADATA = {"Description": FIGURE_MARK}
+
+
+def is_generated(path: str) -> bool:
+    """Whether the file at `path` is a figure this module wrote (it carries `FIGURE_MARK`)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)  # PNG text chunks come before the image data
+    except OSError:
+        return False
+    return head.startswith(b"\x89PNG") and FIGURE_MARK.encode() in head
 # The reference's GRAPE at the 20 rad/ns bound (cited): best J_T at 8, 10 and 12 ns.
 REFERENCE_GRAPE_20 = ([8, 10, 12], [1.0e-2, 2.2e-5, 4.2e-5])
 
@@ -34,7 +48,7 @@ def _finish_log_plot(plt, fig, ax, xlabel: str, ylabel: str, path: str) -> None:
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, metadata=_METADATA)
     plt.close(fig)
 
 
@@ -100,5 +114,5 @@ def robustness_maps(rob: dict, title: str, paper, path: str) -> None:
         ax.set_xlabel("qubit 0 detuning (MHz)")
         ax.set_ylabel("qubit 1 detuning (MHz)")
     fig.colorbar(image, ax=axes, label="log10 J_T at the gate time")
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, metadata=_METADATA)
     plt.close(fig)
