@@ -18,7 +18,6 @@ policy's J_T over an 11 x 11 grid of qubit detunings in the recool range (+-5.7 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import statistics
@@ -27,7 +26,8 @@ import numpy as np
 
 from .gates import best_index
 from .paper import PAPER_GATE_NS, PAPER_JT
-from .rundir import to_float
+from .rundir import load_evals, to_float
+from .rundir import run_dir as rundir_of
 
 __all__ = ["read_run", "write_runs_page", "expand_sweeps"]
 
@@ -46,13 +46,11 @@ REFERENCE = [
 
 def read_run(run_dir: str) -> dict:
     """Summary of one run directory (works on unfinished runs)."""
-    with open(os.path.join(run_dir, "config.json")) as handle:
-        config = json.load(handle)
-    with open(os.path.join(run_dir, "progress.csv")) as handle:
-        rows = list(csv.DictReader(handle))
+    run = rundir_of(run_dir)
+    config, rows = run.record, run.rows()
     # Field names come from the run: config.json's "evaluation" (the env's description, written
     # by jaxrl-train) names the score; the gate env's other fields are eval_<quantgate field>.
-    score = f"eval_{config.get('evaluation', {}).get('score', 'JT_min')}"
+    score = run.score_column
     evals = [r for r in rows if r.get(score) not in (None, "")]
     summary = {
         "run": os.path.basename(os.path.normpath(run_dir)),
@@ -80,9 +78,9 @@ def read_run(run_dir: str) -> dict:
         best_first_PE=to_float(evals[best].get("eval_t_first_PE")),
     )
     for threshold in DECADES:
-        hit = np.flatnonzero(jt < threshold)
-        summary[f"steps_{threshold:.0e}"] = int(to_float(evals[hit[0]]["step"])) if hit.size else None
-        summary[f"wall_{threshold:.0e}"] = to_float(evals[hit[0]]["wall"]) if hit.size else None
+        hit = run.to_threshold(threshold)
+        summary[f"steps_{threshold:.0e}"] = hit.step if hit else None
+        summary[f"wall_{threshold:.0e}"] = hit.wall if hit else None
     summary["curve"] = (np.array([to_float(r["step"]) for r in evals]), jt)
     # The best evaluation is a minimum over hundreds of checkpoints; the median of the last quarter
     # says how good the policy the run ends with typically is.
@@ -96,11 +94,9 @@ def read_run(run_dir: str) -> dict:
 
 def _best_within(run_dir: str, t_max: float) -> dict:
     """Best J_T over all evaluation episodes at gate times t <= t_max (ns), from evals.npz."""
-    path = os.path.join(run_dir, "evals.npz")
-    if not os.path.exists(path):
+    evals = load_evals(run_dir)
+    if evals is None:
         return {}
-    with np.load(path) as z:
-        evals = {"JT": z["JT"], "t": z["t"], "step": z["step"], "alive": z["alive"].astype(bool)}
     at = best_index(evals, t_max)
     if at is None:
         return {}
@@ -120,8 +116,7 @@ def _refine_short_gate(summary: dict, n_iter: int) -> dict | None:
     if "short_index" not in summary or summary["env_options"].get("objective", "pe") != "pe":
         return None
     e, k = summary["short_index"]
-    with np.load(os.path.join(summary["dir"], "evals.npz")) as z:
-        amps = np.asarray(z["amps"][e, :k + 1], dtype=np.float64).reshape(-1)
+    amps = np.asarray(load_evals(summary["dir"])["amps"][e, :k + 1], dtype=np.float64).reshape(-1)
     dt = summary["short_t"] / amps.size
     result = refine_pulse(amps, dt=dt, n_iter=n_iter)
     return {"gate_time_ns": summary["short_t"], "JT_initial": result.JT_initial,

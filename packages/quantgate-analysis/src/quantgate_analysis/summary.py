@@ -20,12 +20,13 @@ import os
 import statistics
 
 import numpy as np
-from jaxrl_agents.run.run_files import RUN_CONFIG, read_run_config
+from jaxrl_agents.run.run_files import RUN_CONFIG
 
 from .frontier import run_frontier
 from .gates import best_gates
 from .robustness import policy_map
-from .rundir import load_evals, read_progress, restart_overhead, run_status, score_column, to_float
+from .rundir import load_evals, read_progress, restart_overhead, run_status, to_float
+from .rundir import run_dir as rundir_of
 from .thresholds import THRESHOLDS, threshold_key
 
 __all__ = ["SUMMARY_FORMAT", "summarize_run", "summarize_staged"]
@@ -98,7 +99,7 @@ def _source(rc: dict) -> dict | None:
     except (OSError, StopIteration):  # the source directory is gone: steps only
         out["wall_s"] = None
     try:
-        upstream = _source(read_run_config(os.path.join(init["path"], RUN_CONFIG)))
+        upstream = _source(rundir_of(init["path"]).config)
     except (OSError, ValueError):  # the source directory is gone: this link only
         upstream = None
     if upstream is not None:
@@ -125,9 +126,10 @@ def summarize_run(run_dir: str, *, refine: bool, robustness: bool, gate_times,
         The summary (JSON-able but for non-finite floats, which the writer turns into null) and
         the gates "best" and "short" (`gates.best_gates`: their pulses as (n_samples,) rad/ns).
     """
-    rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
-    rows = read_progress(run_dir)
-    score = score_column(rc)
+    run = rundir_of(run_dir)
+    rc = run.config
+    rows = run.rows()
+    score = run.score_column
     overhead = restart_overhead(run_dir)
     env_cfg = rc["env_config"]["config"]
     dt = env_cfg["T"] / env_cfg["pulse_length"]
@@ -195,7 +197,7 @@ def summarize_staged(top: str, *, refine: bool, robustness: bool, gate_times,
     started = [a for a in attempts if os.path.isfile(os.path.join(top, a["dir"], RUN_CONFIG))]
     if not started:
         raise ValueError(f"{top}: no attempt of the staged run has started; nothing to summarise")
-    rc = read_run_config(os.path.join(top, started[0]["dir"], RUN_CONFIG))
+    rc = rundir_of(os.path.join(top, started[0]["dir"])).config
     env_cfg = rc["env_config"]["config"]
     dt = env_cfg["T"] / env_cfg["pulse_length"]
     rows = timeline(top, attempts, *score_of(top, attempts))
@@ -242,7 +244,7 @@ def summarize_staged(top: str, *, refine: bool, robustness: bool, gate_times,
     if robustness and "best" in gates:
         best_run = next(a["dir"] for a in attempts if os.path.basename(a["dir"]) == gates["best"]["run"])
         run_dir = os.path.join(top, best_run)
-        summary["robustness"] = {**policy_map(run_dir, read_run_config(os.path.join(run_dir, RUN_CONFIG))),
+        summary["robustness"] = {**policy_map(run_dir, rundir_of(run_dir).config),
                                  "run": gates["best"]["run"]}
     return summary, gates
 

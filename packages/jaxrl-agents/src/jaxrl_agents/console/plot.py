@@ -8,11 +8,11 @@ Writes into ``RUN_DIR/plots/`` (or ``--out``):
 An existing file of either name is replaced only with ``--force`` (both are checked before either
 is drawn, so a refused command writes nothing), and each is written atomically.
 
-What is plotted comes from the run directory, not from this module: config.json's
-``"evaluation"`` (the environment's description: score, score_mode and plot hints, see
-docs/contracts.md), the eval rows of progress.csv and evals.npz. Without a description (an env
-that describes none, an older run directory) it plots the evaluation return and the actions
-against the step index.
+What is plotted comes from the run directory (read through `run.rundir.RunDir`), not from this
+module: config.json's ``"evaluation"`` (the environment's description: score, score_mode and plot
+hints, see docs/contracts.md), the eval rows of progress.csv and evals.npz. Without a
+description (an env that describes none, an older run directory) it plots the evaluation return
+and the actions against the step index.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
-import json
 import math
 import os
 import sys
@@ -28,36 +27,25 @@ import sys
 import numpy as np
 
 from ..common.evaluation import EVAL_PREFIX, eval_summary, score_to_minimise
-from ..common.fileio import atomic_write, describe_os_error, load_npz, refuse_existing
-from ..run.run_files import EVALS_NPZ, PROGRESS_CSV, RUN_CONFIG, read_progress
+from ..common.fileio import atomic_write, describe_os_error, refuse_existing
+from ..run.run_files import EVALS_NPZ
+from ..run.rundir import RunDir
 
 __all__ = ["plot_run", "main", "FIGURES"]
 
 #: The files `plot_run` writes, in order.
 FIGURES = ("learning_curve.png", "best_episode.png")
 
-_GENERIC = {"score": "return", "score_mode": "max", "plots": {}}
 _CURVE = {"field": "return", "label": "eval return", "scale": "linear"}
 _PANELS = [{"key": "action", "label": "action", "kind": "stairs"}]
 
 
-def _description(run_dir: str) -> dict:
-    """config.json's ``"evaluation"`` (the env's description), or the generic one."""
-    try:
-        with open(os.path.join(run_dir, RUN_CONFIG), encoding="utf-8") as f:
-            desc = json.load(f).get("evaluation")
-    except (OSError, ValueError, AttributeError):
-        desc = None
-    return desc if isinstance(desc, dict) else _GENERIC
-
-
-def _summaries(run_dir: str, evals: dict) -> list[dict]:
+def _summaries(run: RunDir, evals: dict) -> list[dict]:
     """Per evaluation: return and length from evals.npz, plus the env's fields.
 
     The env's fields are as the trainer wrote them to the eval rows of progress.csv (matched by step).
     """
-    rows = {r["step"]: r for r in read_progress(os.path.join(run_dir, PROGRESS_CSV))
-            if "eval_return" in r}
+    rows = {r["step"]: r for r in run.rows() if "eval_return" in r}
     out = []
     for i, step in enumerate(evals["step"]):
         s = eval_summary({k: v[i] for k, v in evals.items() if k != "step"})
@@ -121,12 +109,14 @@ def plot_run(run_dir: str, out_dir: str | None = None, *, overwrite: bool = Fals
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = os.path.join(run_dir, EVALS_NPZ)
-    if not os.path.isfile(path):
+    run = RunDir(run_dir)
+    evals = run.evaluations()
+    if evals is None:
         raise ValueError(f"run_dir: expected a run directory with {EVALS_NPZ}, got {run_dir!r} "
                          f"(has the run evaluated yet?)")
-    evals = load_npz(path)
-    desc = _description(run_dir)
+    # The env's description (score, score_mode, plot hints), or the generic one when the run
+    # records none (an env that describes none, an older run directory).
+    desc = run.evaluation
     hints = desc.get("plots") or {}
     out_dir = out_dir or os.path.join(run_dir, "plots")
     curve_path, episode_path = (os.path.join(out_dir, name) for name in FIGURES)
@@ -135,7 +125,7 @@ def plot_run(run_dir: str, out_dir: str | None = None, *, overwrite: bool = Fals
     os.makedirs(out_dir, exist_ok=True)
     name = os.path.basename(os.path.normpath(run_dir))
     steps = evals["step"]
-    summaries = _summaries(run_dir, evals)
+    summaries = _summaries(run, evals)
     written = []
 
     curve = hints.get("curve") or _CURVE

@@ -4,7 +4,9 @@ The trainer is `train` and `resume`, each one `advance()` of a `Session`; the co
 them (``jaxrl-train``, ``jaxrl-plot``) and what they print are `jaxrl_agents.console`.
 
 Files: `spec.py` (`RunSpec`, one validated JSON-round-tripping description of a run: what the
-CLI, presets, the sweep, config.json and resume build or read), `algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`
+CLI, presets, the sweep, config.json and resume build or read), `rundir.py` (`RunDir`, the one
+reader of a run directory: spec, status, progress, evaluations, best policy, time to a threshold),
+`algorithms.py` (the registry and the seed-vmapped compiled programs), `trainer.py`
 (`train`, `resume`), `session.py` (`Session`, a new run's checked plan), `loop.py` (the update
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
@@ -21,7 +23,7 @@ import importlib
 
 _EXPORTS = {
     "train": "trainer", "resume": "trainer", "TrainResult": "trainer",
-    "NonFiniteError": "trainer", "Session": "session", "RunSpec": "spec",
+    "NonFiniteError": "trainer", "Session": "session", "RunSpec": "spec", "RunDir": "rundir",
     "compile_algorithm": "algorithms", "make_config": "algorithms", "ALGORITHMS": "algorithms",
     "DirectoryLockedError": "..common.fileio", "lock_directory": "..common.fileio",
     "atomic_write": "..common.fileio",

@@ -2,7 +2,8 @@
 
 Each attempt is an ordinary run directory whose ``step`` and ``wall`` columns start at zero. The
 run's own clock puts them end to end in the order they ran, set-aside attempts included (their time
-was spent), so "steps and wall time to J_T < 1e-4" counts everything a user waited for.
+was spent), so "steps and wall time to J_T < 1e-4" counts everything a user waited for. Each
+attempt's files are read through `run.rundir.RunDir`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 import os
 from typing import Any
 
-from ..run.run_files import PROGRESS_CSV, RUN_CONFIG, read_progress, read_run_config
+from ..run.rundir import RunDir
 
 __all__ = ["StagedResult", "TimelineRow", "timeline", "crossings", "staged_result", "score_of",
            "describe"]
@@ -59,8 +60,7 @@ def timeline(top: str, attempts: list[dict], score: str = "JT_min", score_mode: 
     out: list[TimelineRow] = []
     step0, wall0 = 0, 0.0
     for i, a in enumerate(attempts):
-        path = os.path.join(top, a["dir"], PROGRESS_CSV)
-        rows = read_progress(path) if os.path.isfile(path) else []
+        rows = RunDir(os.path.join(top, a["dir"])).rows()
         for r in rows:
             s = _score(r, f"eval_{score}", sign)
             if not math.isnan(s):
@@ -114,9 +114,10 @@ def score_of(top: str, attempts: list[dict]) -> tuple[str, str]:
     """
     if not attempts:
         return "return", "max"
-    rc = read_run_config(os.path.join(top, attempts[0]["dir"], RUN_CONFIG))
-    ev = rc.get("evaluation") or {}
-    return ev.get("score", "return"), ev.get("score_mode", "max")
+    first = RunDir(os.path.join(top, attempts[0]["dir"]))
+    if first.config.get("evaluation") is None:  # checked: a damaged config.json is named
+        return "return", "max"
+    return first.score_field, first.score_mode
 
 
 def staged_result(top: str, recipe, attempts: list[dict], finished: bool) -> StagedResult:

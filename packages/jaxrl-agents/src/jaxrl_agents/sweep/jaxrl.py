@@ -15,11 +15,12 @@ from ..run import run_files
 from ..run.algorithms import ALGORITHMS, get_algorithm, make_config
 from ..run.results import NonFiniteError
 from ..run.run_config import write_run_config
+from ..run.rundir import RunDir
 from ..run.session import Session
 from ..run.spec import RunSpec
 from ..run.tensorboard import require_tensorboardx
 
-__all__ = ["Session", "RunSpec", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
+__all__ = ["Session", "RunSpec", "RunDir", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
            "load_env", "config_class", "algorithm_names", "env_score", "DEFAULT_ENV",
            "require_tensorboardx"]
 

@@ -2,7 +2,7 @@
 
 The same function (`trial_metrics`) computes what a trial reports to Tune after each segment and
 what the summary ranks, from the progress rows of the trial's run directories: the summary reads
-the run directories themselves, so it is right also after a driver was killed and resumed.
+the run directories themselves (through `run.rundir.RunDir`), so it is right also after a driver was killed and resumed.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def trial_groups(trial_root: str) -> list[list[str]]:
         if entry.name.startswith(".") or not entry.is_dir() or not os.path.isfile(path):
             continue
         try:
-            rc = rf.read_run_config(path)
+            rc = jaxrl.RunDir(entry.path).config
         except ValueError:
             continue
         groups.setdefault(rc.get("group_id") or entry.name, []).append((rc["seed"], entry.path))
@@ -103,12 +103,8 @@ def trial_groups(trial_root: str) -> list[list[str]]:
 
 
 def read_rows(run_dirs: list[str]) -> list[list[dict[str, str]]]:
-    rf = jaxrl.run_files
-    out = []
-    for d in run_dirs:
-        path = os.path.join(d, rf.PROGRESS_CSV)
-        out.append(rf.read_progress(path) if os.path.isfile(path) else [])
-    return out
+    """Each run directory's progress rows (`run.rundir.RunDir.rows`; [] before the first)."""
+    return [jaxrl.RunDir(d).rows() for d in run_dirs]
 
 
 def _status(info: dict, step: int, final_step: int) -> str:
