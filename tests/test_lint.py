@@ -1,4 +1,4 @@
-"""The code under packages/, scripts/ and bench/ is lint-clean: ruff with the repository's rules (pyproject.toml
+"""The code under packages/ and bench/ is lint-clean: ruff with the repository's rules (pyproject.toml
 [tool.ruff]: pycodestyle, pyflakes, import order, bugbear, pyupgrade and Google-style docstrings).
 
 Run as a test so that the README's one test command (and so CI) checks it; `ruff check packages`
@@ -25,7 +25,7 @@ def _ruff() -> list[str]:
     return [exe]
 
 
-@pytest.mark.parametrize("tree", ["packages", "scripts", "bench"])
+@pytest.mark.parametrize("tree", ["packages", "bench"])
 def test_the_code_is_ruff_clean(tree):
     proc = subprocess.run([*_ruff(), "check", "--no-cache", "--output-format", "concise", tree],
                           cwd=REPO, capture_output=True, text=True, timeout=300)

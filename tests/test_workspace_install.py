@@ -55,6 +55,18 @@ def test_the_analysis_command_installs_no_test_stack():
     assert not leaked, f"the analysis command's environment would hold test-only packages: {leaked}"
 
 
+def test_ray_comes_only_with_the_campaign_and_sweep_extras():
+    """The README's main command (`uv run --locked jaxrl-train ...`) installs no Ray; the campaign
+    command (`uv run --locked --package quantgate-analysis --extra campaign jaxrl-campaign run`)
+    installs Ray and the analysis, and still nothing of the test stack (issue 35 part 3)."""
+    assert "ray" not in _locked_names()
+    assert "ray" not in _locked_names("--package", "quantgate-analysis")
+    campaign = _locked_names("--package", "quantgate-analysis", "--extra", "campaign")
+    assert {"ray", "jax", "matplotlib"} <= campaign
+    leaked = sorted(n for n in campaign if (n in TEST_ONLY and n != "matplotlib") or n.startswith(NVIDIA_PREFIX))
+    assert not leaked, f"the campaign command's environment would hold test-only packages: {leaked}"
+
+
 def test_test_command_installs_the_test_clients():
     with_tests = _locked_names("--group", "test")
     missing = sorted({"pytest", "torch", "stable-baselines3", "sb3-contrib", "weylchamber", "scipy"} - with_tests)

@@ -1,6 +1,11 @@
 """A campaign in miniature: an interrupted run is resumed, a never-checkpointed one is set aside,
 a fine-tuning entry starts from its source's best policy, the summaries' pulses re-propagate to
-their J_T, a second call does nothing, and the page is built from the summaries alone."""
+their J_T, a second call does nothing, and the page is built from the summaries alone.
+
+The campaign's tasks run in this process here (`InlineTasks`: the same task function and
+outcomes as the Ray tasks of ``jaxrl-campaign``); tests/integration/test_campaign_ray.py runs
+them on a real Ray head.
+"""
 
 import json
 import os
@@ -17,12 +22,19 @@ from jaxrl_agents.console.presets import get_preset
 from quantgate_analysis.page import write_page
 from quantgate_env import load_pulse_csv, rollout_pulse
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
+from jaxrl_agents.campaign import driver, task
+from jaxrl_agents.campaign.executors import InlineTasks
+from jaxrl_agents.campaign.rundirs import find_run_dir, run_status
+from jaxrl_agents.campaign.spec import load_campaign
 
-from scripts.campaign.rundirs import find_run_dir, run_status  # noqa: E402
-from scripts.campaign.runner import run_campaign  # noqa: E402
-from scripts.campaign.spec import load_campaign  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CAMPAIGN_BIN = os.path.join(os.path.dirname(sys.executable), "jaxrl-campaign")
+
+
+def run_campaign(campaign, **kwargs):
+    """The driver with its tasks run in this process."""
+    return driver.run_campaign(campaign, tasks=InlineTasks(), **kwargs)
+
 
 # 6 ns episodes (40 steps) on a tiny network: minutes of compiling at most, seconds of training.
 ENV = {"T": 6.0, "pulse_length": 120, "qubit_drift_mhz": "recool"}
@@ -230,8 +242,6 @@ def test_a_summarised_run_that_never_checkpointed_here_starts_afresh(campaign_di
     believe the run lives on another machine (it did, once: the seed was skipped for good)."""
     import shutil
 
-    from scripts.campaign import runner
-
     root, _, interrupted = campaign_dir
     shutil.copy(root / "mini.toml", tmp_path / "mini.toml")
     old = os.getcwd()
@@ -246,17 +256,19 @@ def test_a_summarised_run_that_never_checkpointed_here_starts_afresh(campaign_di
         dead.mkdir(parents=True)
         shutil.copy(root / interrupted / "config.json", dead / "config.json")
         calls = []
-        monkeypatch.setattr(runner, "_train", lambda args, *_: (calls.append(args), (0, None))[1])
+        monkeypatch.setattr(task, "_train", lambda job, args, *_: (calls.append(args), (0, None))[1])
         capsys.readouterr()
-        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 0
+        # (1: the stand-in for jaxrl-train trains nothing and leaves no run directory)
+        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 1
         # ... and a later call, with the set-aside run still there and no new one: the same.
-        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 0
+        assert run_campaign(campaign, entries=["base"], seeds=[1], progress="off") == 1
     finally:
         os.chdir(old)
     out = capsys.readouterr().out
     assert "never reached a checkpoint" in out and "skipped" not in out
     assert len(calls) == 2 and all("--resume" not in args for args in calls)
-    assert [p.name for p in dead.parent.iterdir()] == [dead.name + ".incomplete-1"]
+    # (.lock: the campaign task's hold on the seed's folder)
+    assert sorted(p.name for p in dead.parent.iterdir()) == [".lock", dead.name + ".incomplete-1"]
     assert json.loads(summary.read_text()) == {"status": "incomplete"}  # nothing rewrote it
 
 
@@ -337,7 +349,7 @@ def test_bad_campaign_files_are_refused_with_the_key(tmp_path):
     for text, match in cases.items():
         path = tmp_path / "bad.toml"
         path.write_text(text)
-        done = subprocess.run([sys.executable, "-m", "scripts.campaign", "run", str(path)],
+        done = subprocess.run([CAMPAIGN_BIN, "run", str(path)],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert str(path) in done.stderr and match in done.stderr
@@ -350,13 +362,13 @@ def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
     import signal
 
     (tmp_path / "long.toml").write_text(MINI.replace("total_steps = 2048", "total_steps = 200_000_000"))
-    done = subprocess.run([sys.executable, "-m", "scripts.campaign", "run", "long.toml", "--minutes",
+    done = subprocess.run([CAMPAIGN_BIN, "run", "long.toml", "--minutes",
                            "0.5", "--entry", "base", "--progress", "off"],
-                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "deadline reached" in done.stdout
+    # The run stops itself on its time budget (probe row 9: no 35-line KeyboardInterrupt traceback)
+    assert "Traceback" not in done.stdout + done.stderr and "stopped;" in done.stdout
     run_dir = find_run_dir(str(tmp_path / "runs" / "base" / "s1"))
     if run_dir is not None:  # None: stopped while compiling, and the trainer left nothing
         from jaxrl_agents.common.fileio import lock_directory
@@ -454,7 +466,7 @@ def test_a_seed_that_fails_its_early_test_starts_again_and_counts_the_failed_att
 
 
 def test_the_early_test_reads_the_run_s_own_evaluations(campaign_dir):
-    from scripts.campaign.rundirs import attempt_verdict, read_progress
+    from jaxrl_agents.campaign.rundirs import attempt_verdict, read_progress
 
     _, _, run = campaign_dir
     first = read_progress(run)[0]
@@ -469,7 +481,7 @@ def test_a_cut_progress_table_is_refused_naming_the_file(campaign_dir, tmp_path)
     interrupted mid-write) is an error naming the file, not a summary with a shifted column."""
     import shutil
 
-    from scripts.campaign.rundirs import attempt_verdict, read_progress
+    from jaxrl_agents.campaign.rundirs import attempt_verdict, read_progress
 
     _, _, run = campaign_dir
     copy = tmp_path / "run"
@@ -519,8 +531,7 @@ def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it():
     run ends on its own and is summarised."""
     import signal
 
-    from scripts.campaign import runner
-
+    runner = task
     child = _StoppingChild(KeyboardInterrupt(), 0)
     try:
         runner._stop(child)
@@ -563,7 +574,7 @@ def test_the_median_aim_is_judged_on_eight_seeds_and_a_never_counts_as_never():
 
 
 def test_summarize_rewrites_only_the_entries_and_seeds_it_is_given(campaign_dir, capsys):
-    from scripts.campaign.__main__ import main
+    from jaxrl_agents.campaign.cli import main
 
     root, _, _ = campaign_dir
     stamps = {p: p.stat().st_mtime_ns for p in (root / "summaries").rglob("*.json")}

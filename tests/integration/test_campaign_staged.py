@@ -27,13 +27,12 @@ from quantgate_analysis.summary import summarize_staged
 from quantgate_analysis.thresholds import THRESHOLDS, threshold_key
 from quantgate_env import load_pulse_csv, rollout_pulse
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # scripts/ is run from the repository root, as the README says
+from jaxrl_agents.campaign import driver, task
+from jaxrl_agents.campaign.executors import InlineTasks
+from jaxrl_agents.campaign.rundirs import read_staged_run
+from jaxrl_agents.campaign.spec import load_campaign
 
-from scripts.campaign import runner  # noqa: E402
-from scripts.campaign.rundirs import read_staged_run  # noqa: E402
-from scripts.campaign.runner import run_campaign  # noqa: E402
-from scripts.campaign.spec import load_campaign  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 NET = {"n_envs": 4, "n_steps": 128, "hidden": [16, 16]}
 ROLLOUT = 4 * 128
@@ -45,13 +44,21 @@ TINY = Recipe("tiny", "a test recipe", {"T": 6.0, "pulse_length": 120}, (
     Stage("polish", "trpo", {**NET, "batch_size": 128, "n_critic_updates": 2,
                              "activation": "tanh"}, 2 * ROLLOUT)),
     thresholds=(1e-2,), reference=(PAPER_JT, "the paper's gate"))
-# jaxrl-train in its own process, with the tiny recipe registered as `tiny`.
+# jaxrl-train in its own process, with the tiny recipe registered as `tiny` (the campaign's
+# `command`: what its tasks run in place of `task.train_command`).
 TRAIN_WITH_TINY = (sys.executable, "-c", "import json, sys\n"
                    "from jaxrl_agents.stages import recipes\n"
                    "from jaxrl_agents.stages.recipe import Recipe\n"
                    f"recipes.RECIPES['tiny'] = Recipe.from_dict(json.loads({json.dumps(TINY.to_dict())!r}))\n"
                    "from jaxrl_agents.console.cli import main\n"
                    "sys.exit(main())\n")
+
+
+def run_campaign(campaign, **kwargs):
+    """The driver with its tasks run in this process, training with the tiny recipe registered."""
+    return driver.run_campaign(campaign, tasks=InlineTasks(), command=TRAIN_WITH_TINY, **kwargs)
+
+
 CAMPAIGN = """
 name = "mini"
 runs = "runs"
@@ -79,7 +86,6 @@ def staged(tmp_path_factory):
     os.chdir(root)
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(recipes_module.RECIPES, "tiny", TINY)
-        mp.setattr(runner, "TRAIN_COMMAND", TRAIN_WITH_TINY)
         try:
             (root / "mini.toml").write_text(CAMPAIGN)
             campaign = load_campaign("mini.toml")
@@ -123,7 +129,8 @@ def test_the_runner_resumed_the_staged_run_in_place(staged):
     """`run` continued the staged run found in the seed's folder (``--resume``), not a new one."""
     root, campaign, top, _ = staged
     parent = campaign.run_parent(campaign.entries[0], 1)
-    assert os.listdir(parent) == [os.path.basename(top)]  # resumed, not started again
+    # resumed, not started again (.lock: the campaign task's hold on the seed's folder)
+    assert sorted(os.listdir(parent)) == [".lock", os.path.basename(top)]
     record, _ = _timeline(top)
     assert record["finished"]
     s = _summary(root)
@@ -219,7 +226,7 @@ def test_a_second_run_does_nothing(staged, capsys):
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
     stamps = {p: p.stat().st_mtime_ns for p in (root / "campaigns").rglob("*")}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "_train", lambda *a: pytest.fail("nothing should train"))
+        mp.setattr(task, "_train", lambda *a: pytest.fail("nothing should train"))
         assert run_campaign(campaign, code_version="v-later", progress="off") == 0
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
     assert {p: p.stat().st_mtime_ns for p in (root / "campaigns").rglob("*")} == stamps
@@ -235,7 +242,7 @@ def test_a_new_machine_skips_the_committed_staged_summary(staged, tmp_path, caps
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setitem(recipes_module.RECIPES, "tiny", TINY)
-            mp.setattr(runner, "_train", lambda *a: pytest.fail("nothing should train"))
+            mp.setattr(task, "_train", lambda *a: pytest.fail("nothing should train"))
             capsys.readouterr()
             assert run_campaign(load_campaign("mini.toml"), progress="off") == 0
     finally:
@@ -250,12 +257,12 @@ def test_a_new_staged_run_is_launched_with_the_recipe_s_own_options(tmp_path, mo
     monkeypatch.setitem(recipes_module.RECIPES, "tiny", TINY)
     (tmp_path / "mini.toml").write_text(CAMPAIGN)
     calls = []
-    monkeypatch.setattr(runner, "_train", lambda args, *rest: (calls.append((args, rest)), (0, None))[1])
-    assert run_campaign(load_campaign("mini.toml"), progress="off") == 0
+    monkeypatch.setattr(task, "_train", lambda job, args, *rest: (calls.append((args, rest)), (0, None))[1])
+    assert run_campaign(load_campaign("mini.toml"), progress="off") == 1  # nothing trained: "failed"
     ((args, rest),) = calls
     assert args == ["--preset", "tiny", "--seed", "1", "--out", os.path.join("runs", "gate", "s1"),
-                    "--env-option", 'qubit_drift_mhz="recool"', "--progress", "off"]
-    assert rest == (None,)  # the deadline only: no restart watch of the campaign's
+                    "--env-option", 'qubit_drift_mhz="recool"']
+    assert rest == ()  # no restart watch of the campaign's: the recipe has its own early test
 
 
 def test_the_page_shows_the_staged_entry_from_its_summary(staged):
@@ -369,7 +376,6 @@ def test_a_deadline_stops_a_staged_run_and_the_next_call_finishes_it_as_one_run(
     root, _, top, _ = staged
     monkeypatch.chdir(tmp_path)
     monkeypatch.setitem(recipes_module.RECIPES, "tiny", TINY)
-    monkeypatch.setattr(runner, "TRAIN_COMMAND", TRAIN_WITH_TINY)
     (tmp_path / "mini.toml").write_text(CAMPAIGN)
     campaign = load_campaign("mini.toml")
     assert run_campaign(campaign, deadline=time.time() + 30, code_version="v-1", progress="off") == 3

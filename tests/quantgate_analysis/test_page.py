@@ -4,7 +4,6 @@ The campaign flows (summaries of real runs, the page of a mini campaign) are tes
 here the page is built from tests/quantgate_analysis/tiny_campaign.py's made-up summaries.
 """
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -55,22 +54,6 @@ def test_the_page_of_a_tiny_campaign(tmp_path, monkeypatch, capsys):
     for png in ("learning_curves.png", "frontier.png"):
         assert (tmp_path / "figs" / png).stat().st_size > 1000
     assert "## Robust gates" not in text  # no summary has a map
-
-
-def test_the_runner_s_page_command_gives_the_same_page(tmp_path, monkeypatch):
-    """``python -m scripts.campaign page`` (the runner's campaign reader) delegates: same bytes."""
-    monkeypatch.chdir(tmp_path)  # a campaign's relative paths are relative to the command's folder
-    write_tiny_campaign(tmp_path)
-    assert main(["page", "tiny.toml", "--out", "a.md", "--figures", "figs-a"]) == 0
-    done = subprocess.run([sys.executable, "-m", "scripts.campaign", "page", "tiny.toml",
-                           "--out", "b.md", "--figures", "figs-b"], cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    a, b = (tmp_path / "a.md").read_text(), (tmp_path / "b.md").read_text()
-    assert "| 2 | finished" in a and a.replace("figs-a", "figs-b") == b
-    for png in ("learning_curves.png", "frontier.png"):
-        assert (tmp_path / "figs-a" / png).read_bytes() == (tmp_path / "figs-b" / png).read_bytes()
 
 
 @pytest.mark.parametrize("edit, message", [

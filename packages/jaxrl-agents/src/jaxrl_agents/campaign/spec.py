@@ -31,11 +31,12 @@ A campaign file holds a few top-level keys and a list of ``[[entry]]`` tables::
     robustness = true                        # so algo, flags, total_steps, init_from and restart
     seeds = [101, 102]                       # are refused; env_options go over the recipe's
 
-Relative paths are relative to the repository root (the current directory of the command).
+Relative paths are relative to the current directory of ``jaxrl-campaign`` (the repository root
+for campaigns/replication.toml).
 
-The runner imports the summariser by its name (`Campaign.load_summariser`) and calls it as
-``summariser(campaign, entry, seed, run_dir, code_version)`` after each run stops; it writes the
-summary to `Campaign.summary_path` (and anything else beside it). So the runner knows no physics:
+Each run's task imports the summariser by its name (`Campaign.load_summariser`) and calls it as
+``summariser(campaign, entry, seed, run_dir, code_version)`` after the run stops; it writes the
+summary to `Campaign.summary_path` (and anything else beside it). So jaxrl-agents knows no physics:
 what a summary holds is the summariser's.
 """
 
@@ -67,7 +68,7 @@ ATTEMPT_SEED_STRIDE = 1000
 
 def is_staged_preset(preset: str) -> bool:
     """Whether ``jaxrl-train --preset <preset>`` is a staged recipe (`jaxrl_agents.stages`)."""
-    from jaxrl_agents.stages.cli import is_recipe  # no JAX: the recipes are data
+    from ..stages.cli import is_recipe  # no JAX: the recipes are data
 
     return is_recipe(preset)
 
@@ -203,7 +204,7 @@ class Campaign:
             ValueError: naming the file and the key, when the name is malformed or does not
                 import to a callable.
         """
-        from jaxrl_agents.common.factories import import_factory
+        from ..common.factories import import_factory
 
         return import_factory(self.summariser, f"{self.path}: summariser", SUMMARISER_EXAMPLE)
 
@@ -326,13 +327,20 @@ def load_campaign(path: str) -> Campaign:
         ValueError: naming the file and the key, what was expected and what arrived (before
             anything runs or is written).
     """
+    if os.path.isdir(path):
+        raise ValueError(f"campaign: expected a campaign file (TOML), got {path!r}, a directory")
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
         raise ValueError(f"campaign: expected a campaign file, got {path!r} (no such file)") from None
+    except UnicodeDecodeError:  # tomllib decodes UTF-8 first: a binary file ends here
+        raise ValueError(f"{path}: expected a campaign file (TOML, UTF-8 text), got a file that "
+                         f"is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:  # unreadable: permissions, a FIFO that fails, ...
+        raise ValueError(f"campaign: cannot read {path!r} ({e.strerror or e})") from None
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise _fail(path, "keys", f"some of {sorted(_TOP_KEYS)}", unknown)

@@ -10,16 +10,16 @@ from __future__ import annotations
 import math
 import os
 
-from jaxrl_agents.run.algorithms import make_config
-from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.run_files import (
+from ..run.algorithms import make_config
+from ..run.checkpoint import read_checkpoint
+from ..run.run_files import (
     CHECKPOINT,
     PROGRESS_CSV,
     RUN_CONFIG,
     read_run_config,
 )
-from jaxrl_agents.run.run_files import read_progress as read_progress_table
-from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON, read_staged_run
+from ..run.run_files import read_progress as read_progress_table
+from ..stages.staged_run import STAGED_RUN_JSON, read_staged_run
 
 __all__ = ["find_run_dir", "run_status", "read_progress", "score_column", "to_float",
            "ATTEMPT_MARK", "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs", "attempt_verdict",

@@ -1,0 +1,145 @@
+"""jaxrl-campaign on a real Ray head, by address: a source and its fine-tune, and a kill -9.
+
+A head is started with ``ray start --head`` on free ports, in its own session and temp directory
+(the helpers and the pinned token authentication of test_sweep_cluster.py, for the same reasons),
+and the real ``jaxrl-campaign`` command runs a two-entry chain against it: ``base`` and ``ft``
+(``init_from = "base"``, a dependency between the two tasks). Then the same chain again in a
+second folder, with the driver killed (``kill -9``) once base has checkpointed, and the same
+command run again: it goes on, and both runs of both entries end bit-identical to the
+uninterrupted chain's (their evaluations and kept policies).
+"""
+
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("psutil")  # comes with Ray
+pytest.importorskip("ray")
+
+from jaxrl_agents.campaign.rundirs import find_run_dir, run_status  # noqa: E402
+from jaxrl_agents.common.fileio import load_npz  # noqa: E402
+from jaxrl_agents.sweep.driver import probe_address  # noqa: E402
+
+from tests.jaxrl_agents.test_sweep_cluster import _free_ports, _stop  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.path.dirname(sys.executable)
+# 6 ns episodes on a tiny network; base trains 40 updates (a checkpoint at 25, jaxrl-train's
+# default), so a kill after it lands mid-run with something to resume.
+CHAIN = """
+name = "chain"
+runs = "runs"
+summaries = "summaries"
+seeds = [1]
+summariser = "tests.integration.test_campaign_probes:record_status"
+
+[[entry]]
+name = "base"
+algo = "ppo"
+preset = "fast"
+total_steps = 20480
+env_options = { T = 6.0, pulse_length = 120 }
+flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }
+
+[[entry]]
+name = "ft"
+algo = "ppo"
+preset = "fast"
+init_from = "base"
+total_steps = 2048
+env_options = { T = 6.0, pulse_length = 120 }
+flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16], lr = 1e-4 }
+"""
+
+
+def _campaign(folder, address, env, **popen):
+    return subprocess.Popen([os.path.join(BIN, "jaxrl-campaign"), "run", "chain.toml", "--address",
+                             address, "--progress", "off"], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _evaluations(run_dir):
+    """A run's computed record: its evaluations and its kept policies' parameters (no clocks)."""
+    evals = {k: v for k, v in load_npz(os.path.join(run_dir, "evals.npz")).items()
+             if "wall" not in k and "time" not in k}
+    policies = {str(p.relative_to(run_dir)): p.read_bytes()
+                for p in sorted(pathlib.Path(run_dir).glob("*/params*"))}
+    return evals, policies
+
+
+@pytest.mark.slow  # a Ray head, three campaign drivers and five small runs: minutes
+def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_of_its_driver(tmp_path):
+    gcs, agent, metrics = _free_ports(3)
+    temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths live there
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(RAY_USAGE_STATS_ENABLED="0", JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT),
+               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    head = subprocess.Popen(
+        [os.path.join(BIN, "ray"), "start", "--head", f"--port={gcs}", "--num-cpus=2",
+         f"--temp-dir={temp_dir}", "--include-dashboard=false",
+         f"--dashboard-agent-listen-port={agent}", f"--metrics-export-port={metrics}",
+         "--disable-usage-stats", "--block"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    address = f"127.0.0.1:{gcs}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert head.poll() is None, head.stderr.read().decode()[-2000:]
+            try:
+                probe_address(address, timeout=1.0)
+                break
+            except ConnectionError:
+                assert time.monotonic() < deadline, "the Ray head did not start within 120 s"
+                time.sleep(0.5)
+        whole, killed = tmp_path / "whole", tmp_path / "killed"
+        for folder in (whole, killed):
+            folder.mkdir()
+            (folder / "chain.toml").write_text(CHAIN)
+
+        # The chain, uninterrupted: ft's task waits for base's, then starts from its best policy.
+        p = _campaign(whole, address, env)
+        out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-4000:]
+        assert "Traceback" not in out and "os.fork() was called" not in out, out[-4000:]
+        base = find_run_dir(str(whole / "runs" / "base" / "s1"))
+        ft = find_run_dir(str(whole / "runs" / "ft" / "s1"))
+        assert run_status(base)[0] == run_status(ft)[0] == "finished"
+        import json
+
+        start = json.loads(pathlib.Path(ft, "config.json").read_text())["init_from"]
+        assert start["path"] == os.path.abspath(base)
+        assert json.loads((whole / "summaries" / "ft" / "s1.json").read_text())["status"] == "finished"
+        assert head.poll() is None  # the driver left the cluster running: it does not own it
+
+        # The same chain, its driver killed once base has checkpointed, then the same command.
+        p = _campaign(killed, address, env, start_new_session=True)
+        until = time.monotonic() + 600
+        while not list((killed / "runs" / "base" / "s1").glob("*/checkpoint.npz")):
+            assert p.poll() is None, p.stdout.read()[-4000:]
+            assert time.monotonic() < until, "base did not checkpoint within 600 s"
+            time.sleep(0.5)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        p = _campaign(killed, address, env)
+        out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-4000:]
+        assert "Traceback" not in out, out[-4000:]
+        for entry in ("base", "ft"):
+            a = find_run_dir(str(whole / "runs" / entry / "s1"))
+            b = find_run_dir(str(killed / "runs" / entry / "s1"))
+            assert run_status(b)[0] == "finished"
+            (ea, pa), (eb, pb) = _evaluations(a), _evaluations(b)
+            assert sorted(ea) == sorted(eb) and pa == pb and pa
+            for key in ea:
+                np.testing.assert_array_equal(ea[key], eb[key], err_msg=f"{entry}: {key}")
+    finally:
+        _stop(head, temp_dir)
+    assert not os.path.exists(temp_dir)
