@@ -211,13 +211,16 @@ class RunSpec:
         """
         init = rc.get("init_from")
         budget = rc.get("time_budget")
+        tensorboard = rc.get("tensorboard", False)  # absent: a run without event files
+        if not isinstance(tensorboard, bool):  # named as JSON spells it: the file is JSON
+            raise ValueError(f"tensorboard: expected true or false, got {tensorboard!r}")
         return cls(
             algo=rc["algo"], env=rc["env"], env_options=rc["env_options"],
             config=rc["algo_config"], seeds=tuple(rc["seeds"]), eval_every=rc["eval_every"],
             checkpoint_every=rc["checkpoint_every"], report_every=rc.get("report_every"),
             out=rc.get("out") or "runs", tag=rc.get("tag", ""), preset=rc.get("preset"),
             init_from=init.get("path") if isinstance(init, Mapping) else None,
-            tensorboard=rc.get("tensorboard", False),
+            tensorboard=tensorboard,
             time_budget=None if budget is None or (isinstance(budget, float)
                                                    and not math.isfinite(budget)) else budget)
 
