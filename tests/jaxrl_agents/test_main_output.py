@@ -11,8 +11,8 @@ import pytest
 from jaxrl_agents.console import cli, plot
 from jaxrl_agents.run import trainer
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.console.commands import EXTRA_MODULES, suggest, suggest_viewer
-from jaxrl_agents.console.progress import ProgressReporter
+from jaxrl_agents.terminal.commands import EXTRA_MODULES, suggest, suggest_viewer
+from jaxrl_agents.terminal.progress import ProgressReporter
 from jaxrl_agents.console.run_summary import next_commands, summary_block
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS

@@ -36,7 +36,7 @@ def _gymnax():
     try:
         import gymnax
     except ImportError as e:  # the optional dependency
-        from ..console.commands import install_extra  # stdlib only: spells the uv or pip command
+        from ..terminal.commands import install_extra  # stdlib only: spells the uv or pip command
 
         how = install_extra("gymnax", ["jaxrl-train", "--env", "jaxrl_agents.common.gymnax_env:make", "..."])
         raise ImportError(f"jaxrl_agents.common.gymnax_env needs gymnax, the extra jaxrl-agents[gymnax] "

@@ -133,7 +133,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
 
 def interrupted_line(e: KeyboardInterrupt) -> str:
     """What ``jaxrl-train`` prints on Ctrl-C: where the run stands and the command that continues it."""
-    from .commands import suggest
+    from ..terminal.commands import suggest
 
     run_dirs = getattr(e, "run_dirs", None)
     if not run_dirs:

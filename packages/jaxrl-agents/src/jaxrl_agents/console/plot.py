@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"replace {' and '.join(FIGURES)} if the output directory holds them")
     args = p.parse_args(argv)
     if importlib.util.find_spec("matplotlib") is None:
-        from .commands import install_extra
+        from ..terminal.commands import install_extra
 
         print(f"jaxrl-plot: error: matplotlib is not installed (the extra jaxrl-agents[plot]): "
               f"{install_extra('plot', ['jaxrl-plot', args.run_dir])}", file=sys.stderr)

@@ -22,8 +22,8 @@ import os
 from ..run.algorithms import make_config
 from ..run.run_files import RUN_CONFIG
 from ..run.tensorboard import TENSORBOARD_DIR
-from .commands import Suggestion, suggest, suggest_viewer
-from .progress import format_duration
+from ..terminal.commands import Suggestion, suggest, suggest_viewer
+from ..terminal.progress import format_duration
 
 __all__ = ["summary_block", "next_commands"]
 

@@ -23,8 +23,8 @@ from ..common.config import AlgoConfig
 from ..common.contracts import evaluation_of
 from ..common.evaluation import eval_summary, format_eval_line, score_to_minimise
 from ..common.policy import BEST_POLICY_DIR, LAST_POLICY_DIR, Policy
-from ..console.progress import ProgressReporter
 from ..ippo.spaces import AgentPolicies
+from ..terminal.progress import ProgressReporter
 from .algorithms import FINITE_STAT, compile_algorithm
 from .checkpoint import save_checkpoint
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates

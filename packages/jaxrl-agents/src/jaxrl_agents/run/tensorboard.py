@@ -32,7 +32,7 @@ import itertools
 import math
 import os
 
-from ..console.commands import install_extra
+from ..terminal.commands import install_extra
 
 __all__ = ["TENSORBOARD_DIR", "FLUSH_SECS", "require_tensorboardx", "row_scalars",
            "TensorBoardLog"]

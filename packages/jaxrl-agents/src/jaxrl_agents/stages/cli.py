@@ -94,7 +94,7 @@ def staged_main(argv: list[str], started: float | None = None) -> int:
         print(f"jaxrl-train: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: one line, and the command that goes on (exit 130)
-        from ..console.commands import suggest
+        from ..terminal.commands import suggest
 
         top = None if run is None else run.top
         print("jaxrl-train: interrupted before the run started (nothing was written)" if top is None

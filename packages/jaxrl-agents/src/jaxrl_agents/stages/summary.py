@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 import os
 
-from ..console.commands import suggest
-from ..console.progress import format_duration
 from ..run.records import best_evaluation_line
+from ..terminal.commands import suggest
+from ..terminal.progress import format_duration
 from .staged_run import BELOW, TEST_FAILED
 from .timeline import StagedResult
 

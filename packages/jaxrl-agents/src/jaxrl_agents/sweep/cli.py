@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     # (the trial workers get the same path, driver._init_ray).
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    from ..console.commands import install_extra
+    from ..terminal.commands import install_extra
     from .spec import SpecError, load_spec
 
     try:
