@@ -17,6 +17,7 @@ import sys
 import time
 import warnings
 
+import numpy as np
 import pytest
 from jaxrl_agents.campaign import driver, task
 from jaxrl_agents.campaign.deadline import parse_deadline
@@ -249,3 +250,51 @@ def load_campaign_text(folder: pathlib.Path, text: str):
     path = folder / "c.toml"
     path.write_text(text)
     return load_campaign(str(path))
+
+
+def test_minutes_slices_end_bit_identical_to_one_uninterrupted_run(tmp_path, monkeypatch):
+    """The guarantee that held: a run advanced in deadline slices (each run stops itself on its
+    time budget, on a checkpoint) ends with the uninterrupted run's evaluations and policies."""
+    from jaxrl_agents.common.fileio import load_npz
+
+    text = TWO.split("[[entry]]\nname = \"ft\"")[0].replace("total_steps = 2048", "total_steps = 4096")
+    records = []
+    for name, slices in (("whole", 0), ("sliced", 3)):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        (folder / "probe.toml").write_text(text)
+        campaign = load_campaign("probe.toml")
+        codes = [_run(campaign, deadline=time.time() + 1.0) for _ in range(slices)]
+        assert codes == [3] * slices  # each slice stopped short of the budget
+        assert _run(campaign) == 0
+        run_dir = find_run_dir(campaign.run_parent(campaign.entries[0], 1))
+        assert run_status(run_dir) == ("finished", 4096, 4096)
+        evals = {k: v for k, v in load_npz(os.path.join(run_dir, "evals.npz")).items()
+                 if "wall" not in k and "time" not in k}
+        policies = {str(p.relative_to(run_dir)): p.read_bytes()
+                    for p in sorted(pathlib.Path(run_dir).glob("*/params*"))}
+        records.append((evals, policies))
+    (ea, pa), (eb, pb) = records
+    assert pa == pb and pa and sorted(ea) == sorted(eb)
+    for key in ea:
+        np.testing.assert_array_equal(ea[key], eb[key], err_msg=key)
+
+
+def test_every_committed_summary_of_the_replication_campaign_is_read_as_before():
+    """The replication campaign (run by the old runner, and live elsewhere) goes on with
+    jaxrl-campaign: its file passes every check, and every committed summary gives a status, so
+    none is refused or taken for a run never made."""
+    from jaxrl_agents.campaign.committed import committed_status
+    from jaxrl_agents.campaign.preflight import check_entries
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    campaign = load_campaign(str(root / "campaigns" / "replication.toml"))
+    check_entries(campaign)
+    statuses = {}
+    for entry, seed in campaign.schedule():
+        path = root / campaign.summary_path(entry, seed)
+        status = committed_status(str(path))
+        statuses[status] = statuses.get(status, 0) + 1
+        assert (status is None) == (not path.exists())
+    assert statuses.get("finished", 0) >= 60  # the committed chains
