@@ -44,7 +44,7 @@ _TOP_KEYS = {"name", "out", "metric", "reduce", "seeds_reduce", "mode", "method"
              "random_seed", "cpus_per_trial", "num_cpus", "max_concurrent", "max_failures",
              "report_every", "train", "space", "scheduler"}
 _TRAIN_KEYS = {"algo", "env", "env_options", "config", "seeds", "total_steps", "eval_every",
-               "tensorboard"}
+               "tensorboard", "preset", "flags"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -197,6 +197,20 @@ def parse_spec(raw: dict) -> SweepSpec:
         max_failures=max_failures, report_every=report_every, scheduler=scheduler)
 
 
+def _preset(where: str, algo: str, name) -> object:
+    """The jaxrl-train preset `name` of `algo` (a staged recipe cannot be one trial)."""
+    from ..console.presets import get_preset
+    from ..stages.cli import is_recipe
+
+    if is_recipe(name):
+        fail(where, f"a preset of one run (preset {name!r} is a staged recipe of several runs, "
+                    f"which a trial cannot be)", name)
+    try:
+        return get_preset(algo, name)
+    except ValueError as e:
+        raise SpecError(f"train.{e}") from None
+
+
 def _parse_train(t: dict) -> dict:
     for key in _OWNED_TRAIN_KEYS:
         if key in t:
@@ -212,15 +226,28 @@ def _parse_train(t: dict) -> dict:
     if ":" not in env:
         fail("train.env", "an environment factory 'module:factory'", env)
     env_options = dict(table_field("train.env_options", t.get("env_options", {})))
-    config = dict(table_field("train.config", t.get("config", {})))
+    # One dialect with campaign files: [train] may be written as a campaign [[entry]] (preset,
+    # flags, total_steps, env_options, seeds), `flags` being the entry's name for `config`.
+    if "flags" in t and "config" in t:
+        fail("train.flags", "either flags (a campaign entry's name) or config, not both",
+             sorted(t["flags"]) if isinstance(t["flags"], dict) else t["flags"])
+    key = "flags" if "flags" in t else "config"
+    config = dict(table_field(f"train.{key}", t.get(key, {})))
     if "total_steps" in config:
-        raise SpecError("train.config.total_steps: give the budget as train.total_steps")
-    total = int_field("train.total_steps", t.get("total_steps", 1_000_000))
-    eval_every = int_field("train.eval_every", t.get("eval_every", 65_536))
+        raise SpecError(f"train.{key}.total_steps: give the budget as train.total_steps")
+    preset = _preset("train.preset", algo, t["preset"]) if "preset" in t else None
+    if preset is not None:  # as jaxrl-train --preset: its fields under the typed ones
+        config = {**preset.config, **config}
+    total = int_field("train.total_steps", t.get("total_steps", 1_000_000 if preset is None
+                                                 else preset.total_steps))
     seeds = seed_list("train.seeds", t.get("seeds", [0]))
-    check_config("train.config", algo, {**config, "total_steps": total})
-    config = jaxrl.make_config(algo, {**config, "total_steps": total}).to_dict()
+    check_config(f"train.{key}", algo, {**config, "total_steps": total})
+    cfg = jaxrl.make_config(algo, {**config, "total_steps": total})
+    config = cfg.to_dict()
     del config["total_steps"]
+    rollout = cfg.rollout_size
+    eval_every = int_field("train.eval_every", t.get(
+        "eval_every", 65_536 if preset is None else preset.eval_every_steps(rollout)))
     tensorboard = t.get("tensorboard", False)
     if not isinstance(tensorboard, bool):
         fail("train.tensorboard", "true or false", tensorboard)
