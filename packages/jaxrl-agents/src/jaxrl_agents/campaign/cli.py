@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "ray":
-            from ..console.commands import install_extra
+            from ..terminal.commands import install_extra
 
             again = ["jaxrl-campaign", *(sys.argv[1:] if argv is None else argv)]
             print(f"jaxrl-campaign: error: Ray is not installed; it comes with the campaign "
