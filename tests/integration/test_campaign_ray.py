@@ -1,12 +1,13 @@
-"""jaxrl-campaign on a real Ray head, by address: a source and its fine-tune, and a kill -9.
+"""jaxrl-campaign on a real Ray head, by address: a source and its fine-tune, a kill -9, a lost worker.
 
 A head is started with ``ray start --head`` on free ports, in its own session and temp directory
 (the helpers and the pinned token authentication of test_sweep_cluster.py, for the same reasons),
 and the real ``jaxrl-campaign`` command runs a two-entry chain against it: ``base`` and ``ft``
 (``init_from = "base"``, a dependency between the two tasks). Then the same chain again in a
 second folder, with the driver killed (``kill -9``) once base has checkpointed, and the same
-command run again: it goes on, and both runs of both entries end bit-identical to the
-uninterrupted chain's (their evaluations and kept policies).
+command run again: it goes on. Then a third time with the Ray worker of base's task killed (a
+lost worker): Ray starts the task again and the campaign goes on by itself. Both entries of both
+end bit-identical to the uninterrupted chain's (their evaluations and kept policies).
 """
 
 import os
@@ -21,7 +22,7 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("psutil")  # comes with Ray
+psutil = pytest.importorskip("psutil")  # comes with Ray
 pytest.importorskip("ray")
 
 from jaxrl_agents.campaign.rundirs import find_run_dir, run_status  # noqa: E402
@@ -76,7 +77,7 @@ def _evaluations(run_dir):
 
 
 @pytest.mark.slow  # a Ray head, three campaign drivers and five small runs: minutes
-def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_of_its_driver(tmp_path):
+def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_and_a_lost_worker(tmp_path):
     gcs, agent, metrics = _free_ports(3)
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths live there
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
@@ -132,14 +133,58 @@ def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_of_its_driver(tmp_pa
         out, _ = p.communicate(timeout=900)
         assert p.returncode == 0, out[-4000:]
         assert "Traceback" not in out, out[-4000:]
-        for entry in ("base", "ft"):
-            a = find_run_dir(str(whole / "runs" / entry / "s1"))
-            b = find_run_dir(str(killed / "runs" / entry / "s1"))
-            assert run_status(b)[0] == "finished"
-            (ea, pa), (eb, pb) = _evaluations(a), _evaluations(b)
-            assert sorted(ea) == sorted(eb) and pa == pb and pa
-            for key in ea:
-                np.testing.assert_array_equal(ea[key], eb[key], err_msg=f"{entry}: {key}")
+
+        # The same chain, the Ray worker that runs base's task killed (a lost worker) once base
+        # has checkpointed: Ray starts the task again, the orphaned run stops itself on a
+        # checkpoint, and the new task waits for it and resumes it; the driver goes on.
+        lost = tmp_path / "lost"
+        lost.mkdir()
+        (lost / "chain.toml").write_text(CHAIN)
+        p = _campaign(lost, address, env)
+        until = time.monotonic() + 600
+        while not list((lost / "runs" / "base" / "s1").glob("*/checkpoint.npz")):
+            assert p.poll() is None, p.stdout.read()[-4000:]
+            assert time.monotonic() < until, "base did not checkpoint within 600 s"
+            time.sleep(0.5)
+        (run,) = [q for q in psutil.process_iter(["cmdline", "cwd"])
+                  if q.info["cwd"] == str(lost) and "jaxrl_agents.campaign.child" in " ".join(
+                      q.info["cmdline"] or [])]
+        run.parent().kill()  # the worker, not the run: the run must notice and stop on its own
+        out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, out[-4000:]
+        for folder in (killed, lost):
+            for entry in ("base", "ft"):
+                a = find_run_dir(str(whole / "runs" / entry / "s1"))
+                b = find_run_dir(str(folder / "runs" / entry / "s1"))
+                assert run_status(b)[0] == "finished"
+                (ea, pa), (eb, pb) = _evaluations(a), _evaluations(b)
+                assert sorted(ea) == sorted(eb) and pa == pb and pa
+                for key in ea:
+                    np.testing.assert_array_equal(ea[key], eb[key],
+                                                  err_msg=f"{folder.name} {entry}: {key}")
     finally:
         _stop(head, temp_dir)
     assert not os.path.exists(temp_dir)
+
+
+@pytest.mark.slow  # a local Ray and two small runs: a minute or two
+def test_jaxrl_campaign_starts_a_local_ray_by_default_and_a_second_call_does_nothing(tmp_path):
+    """Without --address the command starts a Ray of its own (one run at a time), runs the chain,
+    and stops it; a second call finds everything finished and trains nothing."""
+    (tmp_path / "chain.toml").write_text(CHAIN.replace("total_steps = 20480", "total_steps = 2048"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(RAY_USAGE_STATS_ENABLED="0", JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+    command = [os.path.join(BIN, "jaxrl-campaign"), "run", "chain.toml", "--progress", "off"]
+    p = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    for entry in ("base", "ft"):
+        assert run_status(find_run_dir(str(tmp_path / "runs" / entry / "s1")))[0] == "finished"
+    def stamps():  # .lock: rewritten by whichever task holds the seed's folder
+        return {q: q.stat().st_mtime_ns for q in tmp_path.rglob("*")
+                if q.is_file() and q.name != ".lock"}
+
+    before = stamps()
+    p = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    assert "campaign: base seed 1: finished" in p.stdout and "new run" not in p.stdout
+    assert stamps() == before
