@@ -72,7 +72,7 @@ def test_replace_merges_config_fields_and_checks_again(tmp_path):
     ({"tag": "a/b"}, "tag: expected a name without path separators, got 'a/b'"),
     ({"out": 5}, "out: expected a directory path, got 5"),
     ({"preset": 7}, "preset: expected a preset name or None, got 7"),
-    ({"init_from": ""}, "init_from: expected a run or policy directory or None, got ''"),
+    ({"init_from": ""}, "init_from: expected a run or policy directory path (or None), got ''"),
     ({"algo": "ippo", "env": TOY_ENV, "init_from": "runs/x"}, "init_from: fine-tuning starts are for"),
     ({"tensorboard": "yes"}, "tensorboard: expected True or False, got 'yes'"),
     ({"time_budget": float("inf")}, "time_budget: expected a positive finite number of seconds"),

@@ -15,7 +15,10 @@ one optional except what differs from the defaults, e.g.::
                        "out": "campaign/runs", "tag": "tft2", "init_from": "campaign/runs/src"})
 
 and gives it to ``Session.open(spec)`` (or writes ``spec.to_dict()`` as JSON for
-``jaxrl-train --spec FILE.json``). Unknown keys are refused, so a typo never trains silently.
+``jaxrl-train --spec FILE.json``). Unknown keys are refused, so a typo never trains silently. A
+campaign whose entries are ``jaxrl-train`` flag lists gets the very RunSpec the command would
+build, preset included, with ``console.cli.spec_of_flags(console.cli.build_parser(algo)
+.parse_args(flags))``: checking every entry that way before anything trains costs no JAX compile.
 
 Validation happens when a RunSpec is built, in Python, before anything is created or compiled;
 each error is a ValueError naming the field, what was expected and what arrived. The
@@ -123,7 +126,7 @@ class RunSpec:
         if isinstance(self.init_from, os.PathLike):
             put("init_from", os.fspath(self.init_from))
         if not (self.init_from is None or isinstance(self.init_from, str) and self.init_from):
-            raise ValueError(f"init_from: expected a run or policy directory or None, got "
+            raise ValueError(f"init_from: expected a run or policy directory path (or None), got "
                              f"{self.init_from!r}")
         if self.init_from is not None and not ALGORITHMS[algo].fine_tunes:
             raise ValueError(f"init_from: fine-tuning starts are for "
