@@ -1,13 +1,15 @@
 """jaxrl-agents: PPO, TRPO, IPPO and IPPO-Lagrangian in JAX.
 
-PPO and TRPO are compiled together with functional JAX environments; IPPO and IPPO-Lagrangian run
-on PettingZoo environments or a compiled multi-agent core.
+All four are compiled together with functional JAX environments (IPPO and IPPO-Lagrangian with a
+multi-agent core); IPPO also trains on a PettingZoo ParallelEnv stepped from Python.
 
 Layout (brax's): `common/` (what every algorithm shares), one folder per algorithm family
-(`ppo/`, `trpo/`, `ippo/`), `run/` (trainer, sessions, run directories, checkpoints), `stages/`
-(staged runs), `sweep/` (jaxrl-sweep) and `console/` (jaxrl-train, jaxrl-plot, progress and
-summaries). This surface is the network and policy, the configs, the trainers and the compiled
-programs; each subpackage exposes its own building blocks in its ``__all__``. Importing the
+(`ppo/`, `trpo/`, `ippo/`), `run/` (RunSpec, RunDir, trainer, sessions, run directories,
+checkpoints), `stages/` (staged runs), `sweep/` (jaxrl-sweep, Ray Tune), `campaign/`
+(jaxrl-campaign, Ray Core), `console/` (jaxrl-train, jaxrl-plot and what they print) and
+`terminal/` (the live progress line and suggested commands, below both run/ and console/).
+This surface is the network and policy, the configs, the trainers and the compiled programs; each
+subpackage exposes its own building blocks in its ``__all__``. Importing the
 package changes no global JAX setting.
 """
 
