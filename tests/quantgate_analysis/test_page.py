@@ -51,9 +51,26 @@ def test_the_page_of_a_tiny_campaign(tmp_path, monkeypatch, capsys):
     (ft,) = [line for line in section.splitlines() if line.startswith("| 1 | finished")]
     assert "0.00M / 0.1 min" in ft and "it starts from `ppo`'s best policy" in section
     assert "| RL + GRAPE | 1.00e-01 | 1.00e-05 | 1.00e-06 |" in text
-    for png in ("learning_curves.png", "frontier.png"):
+    for png in ("learning_curves_tiny-ppo.png", "frontier.png"):
         assert (tmp_path / "figs" / png).stat().st_size > 1000
+    # one learning-curve figure per family: ppo-ft fine-tunes ppo, so they share one
+    assert sorted(p.name for p in (tmp_path / "figs").glob("learning_curves*")) == ["learning_curves_tiny-ppo.png"]
     assert "## Robust gates" not in text  # no summary has a map
+    # the headline comes first: the paper, the best gate, then the family's best entry
+    assert text.index("## Headline") < text.index("## The aims") < text.index("## Runs")
+    headline = text.split("## Headline")[1].split("## The aims")[0]
+    assert "| the paper's agent (v1 TRPO, SB3) | 9.486e-05 at 17.25 ns" in headline
+    assert "| the best gate here: tiny/" in headline
+    (family,) = [line for line in headline.splitlines() if line.startswith("| family tiny/ppo: ")]
+    assert family.count("|") == 7
+
+
+def test_configuration_families_follow_init_from_chains_to_their_root():
+    from quantgate_analysis.page import configuration_families
+
+    chains = {"c/a": None, "c/a-ft": "c/a", "c/b": None, "c/a-ft2": "c/a-ft", "c/loop": "c/loop"}
+    assert configuration_families(chains) == {"c/a": ["c/a", "c/a-ft", "c/a-ft2"], "c/b": ["c/b"],
+                                              "c/loop": ["c/loop"]}
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -16,15 +16,15 @@ pytest.importorskip("matplotlib")
 
 def test_a_user_s_png_in_the_figures_folder_is_not_replaced_without_force(tmp_path, monkeypatch,
                                                                            capsys):
-    """Row 2: ``--figures DIR`` holding the user's learning_curves.png: refused, the file kept."""
+    """Row 2: ``--figures DIR`` holding the user's PNG of a figure's name: refused, the file kept."""
     monkeypatch.chdir(tmp_path)
     write_tiny_campaign(tmp_path)
     (tmp_path / "figs").mkdir()
-    mine = tmp_path / "figs" / "learning_curves.png"
+    mine = tmp_path / "figs" / "learning_curves_tiny-ppo.png"
     mine.write_bytes(b"\x89PNG my own plot")
     assert main(["page", "tiny.toml", "--out", "page.md", "--figures", "figs"]) == 2
     err = capsys.readouterr().err
-    assert "--figures: " in err and "learning_curves.png" in err and "--force" in err
+    assert "--figures: " in err and "learning_curves_tiny-ppo.png" in err and "--force" in err
     assert mine.read_bytes() == b"\x89PNG my own plot" and not (tmp_path / "page.md").exists()
     # the page's own figures are replaced on the next build, and --force replaces the user's
     assert main(["page", "tiny.toml", "--out", "page.md", "--figures", "figs", "--force"]) == 0

@@ -102,5 +102,5 @@ def test_the_wheel_builds_the_page_in_a_fresh_venv_without_the_test_stack(tmp_pa
     fresh = (work / "fresh.md").read_text()
     assert "| 2 | finished" in fresh
     assert fresh == (work / "here.md").read_text().replace("figs-here", "figs")
-    for png in ("learning_curves.png", "frontier.png"):
+    for png in ("learning_curves_tiny-ppo.png", "frontier.png"):
         assert (work / "figs" / png).stat().st_size > 1000
