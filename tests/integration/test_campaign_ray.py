@@ -186,5 +186,5 @@ def test_jaxrl_campaign_starts_a_local_ray_by_default_and_a_second_call_does_not
     before = stamps()
     p = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
-    assert "campaign: base seed 1: finished" in p.stdout and "new run" not in p.stdout
+    assert "campaign: 2 finished (of 2 selected run(s))" in p.stdout and "new run" not in p.stdout
     assert stamps() == before

@@ -123,6 +123,7 @@ def _drive(campaign: Campaign, selected, tasks, settings) -> int:
     for key in selected:
         submit(key)
     codes = {EXIT_OK}
+    tally: dict[str, int] = {}
     try:
         while waiting:
             ref, outcome, error = tasks.next_done(list(waiting), _POLL_S)
@@ -136,6 +137,8 @@ def _drive(campaign: Campaign, selected, tasks, settings) -> int:
                 codes.add(EXIT_FAILED)
                 continue
             codes.add(_report(outcome))
+            if outcome.kind != "restart":
+                tally[outcome.kind] = tally.get(outcome.kind, 0) + 1
             if outcome.kind == "restart":
                 aside = _set_aside(outcome.run_dir, ATTEMPT_MARK, first=0)
                 print(f"campaign: {outcome.entry} seed {outcome.seed}: {outcome.message}; moved to "
@@ -156,17 +159,17 @@ def _drive(campaign: Campaign, selected, tasks, settings) -> int:
                 if outcome is not None:
                     _report(outcome)
         return EXIT_FAILED if EXIT_FAILED in codes else EXIT_STOPPED
+    print("campaign: " + ", ".join(f"{n} {kind}" for kind, n in sorted(tally.items()))
+          + f" (of {len(selected)} selected run(s))", flush=True)
     # A failure is the news; a stop says the next call goes on.
     return next(c for c in (EXIT_FAILED, EXIT_STOPPED, EXIT_OK) if c in codes)
 
 
 def _report(outcome: Outcome) -> int:
-    """Print a task's outcome; its share of the exit code."""
-    if outcome.kind in ("waiting", "elsewhere", "finished"):
-        if outcome.kind != "elsewhere":  # the task said it already, with the summary's path
-            print(f"campaign: {outcome.entry} seed {outcome.seed}: {outcome.message}", flush=True)
+    """Print a task's outcome (if it is news); its share of the exit code."""
+    # "elsewhere" and "refused": the task said it already, with the summary's path.
+    if outcome.news and outcome.kind not in ("elsewhere", "refused", "restart"):
+        print(f"campaign: {outcome.entry} seed {outcome.seed}: {outcome.message}", flush=True)
+    if outcome.kind in ("waiting", "elsewhere", "finished", "restart"):
         return 0
-    if outcome.kind == "restart":
-        return 0
-    print(f"campaign: {outcome.entry} seed {outcome.seed}: {outcome.message}", flush=True)
     return {"stopped": EXIT_STOPPED, "refused": EXIT_FAILED}.get(outcome.kind, EXIT_FAILED)

@@ -112,6 +112,8 @@ class Outcome:
             that cannot be read) or ``failed`` (jaxrl-train or the summariser failed).
         message: one line for the user.
         run_dir: the run (or staged run's top) directory, if there is one.
+        news: whether this call did something worth a line (a run finished long ago, or one not
+            started at the deadline, is only counted: a campaign has a hundred of them).
     """
 
     entry: str
@@ -119,14 +121,16 @@ class Outcome:
     kind: str
     message: str
     run_dir: str | None = None
+    news: bool = True
 
 
 def _say(job: Job, text: str) -> None:
     print(f"campaign: {job.label}: {text}", flush=True)
 
 
-def _outcome(job: Job, kind: str, message: str, run_dir: str | None = None) -> Outcome:
-    return Outcome(job.entry, job.seed, kind, message, run_dir)
+def _outcome(job: Job, kind: str, message: str, run_dir: str | None = None,
+             news: bool = True) -> Outcome:
+    return Outcome(job.entry, job.seed, kind, message, run_dir, news)
 
 
 def advance(job: Job, source: Outcome | None = None) -> Outcome:
@@ -149,9 +153,9 @@ def advance(job: Job, source: Outcome | None = None) -> Outcome:
         return skip
     if source is not None and source.kind != "finished":
         return _outcome(job, "waiting", f"waits for {entry.init_from} seed {job.seed} to finish "
-                        f"here (it is {source.kind})")
+                        f"here (it is {source.kind})", news=source.kind != "stopped")
     if deadlines.passed(job.deadline):
-        return _outcome(job, "stopped", "not started: the deadline has passed")
+        return _outcome(job, "stopped", "not started: the deadline has passed", news=False)
     created = not os.path.isdir(parent)
     os.makedirs(parent, exist_ok=True)
     try:
@@ -314,7 +318,8 @@ def _finished(job: Job, entry: Entry, run_dir: str) -> Outcome:
         _say(job, "finished; summarising it (the summariser may take minutes)")
         if _summarise(job, entry, run_dir) is False:
             return _outcome(job, "failed", f"summarising {run_dir} failed (see above)", run_dir)
-    return _outcome(job, "finished", f"finished ({run_dir})", run_dir)
+        return _outcome(job, "finished", f"finished ({run_dir})", run_dir)
+    return _outcome(job, "finished", f"finished ({run_dir})", run_dir, news=False)
 
 
 def _ended(job: Job, code: int, why: str | None, run_dir: str | None, summarised: bool | None,
