@@ -9,8 +9,8 @@ Other keys are the runner's and are not looked at.
 from __future__ import annotations
 
 import dataclasses
-import os
-import tomllib
+
+from jaxrl_agents.common.fileio import read_toml
 
 __all__ = ["PageCampaign", "PageEntry", "read_campaign"]
 
@@ -62,20 +62,7 @@ def read_campaign(path: str) -> PageCampaign:
         ValueError: naming the file and the key: no such file, not TOML, or a key the page reads
             missing or of the wrong type.
     """
-    if os.path.isdir(path):
-        raise ValueError(f"campaign: expected a campaign file (TOML), got {path!r}, a directory")
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise ValueError(f"campaign: expected a campaign file, got {path!r} (no such file)") from None
-    except UnicodeDecodeError:  # tomllib decodes UTF-8 first: a binary file ends here
-        raise ValueError(f"{path}: expected a campaign file (TOML, UTF-8 text), got a file that "
-                         f"is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from None
-    except OSError as e:
-        raise ValueError(f"campaign: cannot read {path!r} ({e.strerror or e})") from None
+    data = read_toml(path, "campaign", "a campaign file")
     tables = data.get("entry")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ValueError(f"{path}: entry: expected one or more [[entry]] tables, got {tables!r}")

@@ -13,7 +13,6 @@ each it reads ``name``, ``path``, ``summaries`` and ``entries`` (each entry's ``
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 import re
@@ -67,16 +66,9 @@ def _read_summary(path: str) -> dict:
     if match is None:
         raise ValueError(f"{path}: expected a summary named s<seed>.json in a campaign's summaries "
                          f"folder, got {name!r}; move the stray file away")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            s = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ValueError(f"{path}: expected a campaign summary (a JSON object), got a file that "
-                         f"cannot be read as one ({reason})") from None
-    if not isinstance(s, dict):
-        raise ValueError(f"{path}: expected a campaign summary (a JSON object), got a JSON "
-                         f"{type(s).__name__}")
+    from jaxrl_agents.campaign.committed import read_summary_object
+
+    s = read_summary_object(path)
     for gate in ("best", "short"):
         g = s.get(gate) or {}
         if not isinstance(g, dict):

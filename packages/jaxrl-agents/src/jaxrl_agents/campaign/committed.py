@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["committed_status", "STATUSES"]
+__all__ = ["committed_status", "read_summary_object", "STATUSES"]
 
 #: The statuses a summary may give a run.
 STATUSES = ("finished", "interrupted", "incomplete")
@@ -27,6 +27,21 @@ def committed_status(path: str) -> str | None:
     """
     if not os.path.lexists(path):
         return None
+    data = read_summary_object(path)
+    status = data.get("status")
+    if status not in STATUSES:
+        raise ValueError(f"{path}: expected a summary whose status is one of {list(STATUSES)}, got "
+                         f"{status!r}")
+    return status
+
+
+def read_summary_object(path: str) -> dict:
+    """A committed summary file as a JSON object, whatever its content (the page checks more).
+
+    Raises:
+        ValueError: naming `path`: unreadable (a directory, permissions), not UTF-8, not JSON, or
+            JSON that is not an object (truncated, list-shaped).
+    """
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -37,8 +52,4 @@ def committed_status(path: str) -> str | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a campaign summary (a JSON object), got a JSON "
                          f"{type(data).__name__}")
-    status = data.get("status")
-    if status not in STATUSES:
-        raise ValueError(f"{path}: expected a summary whose status is one of {list(STATUSES)}, got "
-                         f"{status!r}")
-    return status
+    return data

@@ -46,8 +46,9 @@ import dataclasses
 import json
 import os
 import re
-import tomllib
 from typing import Any
+
+from ..common.fileio import read_toml
 
 __all__ = ["Campaign", "Entry", "Restart", "ATTEMPT_SEED_STRIDE", "load_campaign", "is_staged_preset"]
 
@@ -327,20 +328,7 @@ def load_campaign(path: str) -> Campaign:
         ValueError: naming the file and the key, what was expected and what arrived (before
             anything runs or is written).
     """
-    if os.path.isdir(path):
-        raise ValueError(f"campaign: expected a campaign file (TOML), got {path!r}, a directory")
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise ValueError(f"campaign: expected a campaign file, got {path!r} (no such file)") from None
-    except UnicodeDecodeError:  # tomllib decodes UTF-8 first: a binary file ends here
-        raise ValueError(f"{path}: expected a campaign file (TOML, UTF-8 text), got a file that "
-                         f"is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from None
-    except OSError as e:  # unreadable: permissions, a FIFO that fails, ...
-        raise ValueError(f"campaign: cannot read {path!r} ({e.strerror or e})") from None
+    data = read_toml(path, "campaign", "a campaign file")
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise _fail(path, "keys", f"some of {sorted(_TOP_KEYS)}", unknown)

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import secrets
+import tomllib
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -39,7 +40,7 @@ try:
 except ImportError:  # pragma: no cover (Windows): runs still work, unlocked
     fcntl = None
 
-__all__ = ["atomic_write", "atomic_write_json", "json_ready", "json_text", "atomic_savez", "flatten_dict", "unflatten_dict",
+__all__ = ["read_toml", "atomic_write", "atomic_write_json", "json_ready", "json_text", "atomic_savez", "flatten_dict", "unflatten_dict",
            "load_npz", "lock_directory", "lock_holder", "DirectoryLockedError", "LOCK_FILE", "describe_os_error",
            "refuse_existing", "check_writable"]
 
@@ -53,6 +54,33 @@ class DirectoryLockedError(ValueError):
 
     A ValueError, so every command that reports bad arguments reports this one the same way.
     """
+
+
+def read_toml(path: str, argument: str, what: str) -> dict[str, Any]:
+    """Read a TOML file whose every failure is one line naming it (a campaign or sweep file).
+
+    Args:
+        path: the file.
+        argument: the name the user gave it under (``campaign``), for errors before it is read.
+        what: what it should be, as the errors say it (``a campaign file``).
+
+    Raises:
+        ValueError: a directory, no such file, not UTF-8 text, not TOML, or unreadable.
+    """
+    if os.path.isdir(path):
+        raise ValueError(f"{argument}: expected {what} (TOML), got {path!r}, a directory")
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"{argument}: expected {what}, got {path!r} (no such file)") from None
+    except UnicodeDecodeError:  # tomllib decodes UTF-8 first: a binary file ends here
+        raise ValueError(f"{path}: expected {what} (TOML, UTF-8 text), got a file that is not "
+                         f"UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:  # unreadable: permissions, a FIFO that fails, ...
+        raise ValueError(f"{argument}: cannot read {path!r} ({e.strerror or e})") from None
 
 
 def describe_os_error(e: OSError) -> str:
