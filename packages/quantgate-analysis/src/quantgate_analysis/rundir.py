@@ -60,18 +60,28 @@ def run_status(path: str) -> tuple[str, int, int]:
     return status.state, status.steps, status.budget
 
 
-def load_evals(path: str) -> dict[str, np.ndarray] | None:
+def load_evals(path: str, fields: tuple[str, ...] = _EVAL_FIELDS) -> dict[str, np.ndarray] | None:
     """A run's evaluation episodes from evals.npz (None before its first evaluation).
+
+    Args:
+        path: the run directory.
+        fields: the arrays to return (default: all below; a reader that needs fewer asks for
+            fewer, so an evals.npz without the others still serves it).
 
     Returns:
         {"step": (E,), "JT", "t", "alive", "unitarity", "concurrence": (E, K) over the K MDP steps
-        of an episode, "amps": (E, K, samples per step) in rad/ns}; ``alive`` as booleans.
+        of an episode, "amps": (E, K, samples per step) in rad/ns}, restricted to `fields`;
+        ``alive`` as booleans.
     """
     found = run_dir(path).evaluations()
     if found is None:
         return None
-    evals = {k: found[k] for k in _EVAL_FIELDS}
-    evals["alive"] = evals["alive"].astype(bool)
+    missing = [k for k in fields if k not in found]
+    if missing:
+        raise ValueError(f"{path}: evals.npz: expected the arrays {list(fields)}, missing {missing}")
+    evals = {k: found[k] for k in fields}
+    if "alive" in evals:
+        evals["alive"] = evals["alive"].astype(bool)
     return evals
 
 

@@ -94,7 +94,7 @@ def read_run(run_dir: str) -> dict:
 
 def _best_within(run_dir: str, t_max: float) -> dict:
     """Best J_T over all evaluation episodes at gate times t <= t_max (ns), from evals.npz."""
-    evals = load_evals(run_dir)
+    evals = load_evals(run_dir, ("step", "JT", "t", "alive"))
     if evals is None:
         return {}
     at = best_index(evals, t_max)
