@@ -50,6 +50,7 @@ FIXTURE_TESTS: dict[str, list[str] | str] = {
     "tests/sb3_bridge/test_sb3_limits.py": "reads the committed checkpoints' structure; no recorded number",
     "tests/sb3_bridge/test_sb3_overwrite.py": "runs the CLI on the committed checkpoints; compares files it writes",
     "tests/sb3_bridge/test_sb3_safety.py": "loads the committed checkpoints without torch; no recorded number",
+    "tests/jaxrl_agents/test_run_spec.py": "reads the committed IPPO run's config.json into a RunSpec; no recorded number",
 }
 _READS_A_FIXTURE = re.compile(r"tests/data|FIXTURE|fixtures")
 
