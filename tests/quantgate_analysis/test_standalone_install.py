@@ -24,7 +24,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..outside_workspace import outside_workspace_env
+from ..outside_workspace import run_outside_workspace
 from .tiny_campaign import write_tiny_campaign
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -32,13 +32,8 @@ FORBIDDEN = ("torch", "stable_baselines3", "sb3_contrib", "pytest")
 WORKSPACE = ("quantgate-analysis", "quantgate-env", "jaxrl-agents")
 
 
-
-
 def _run(cmd: list[str], cwd: pathlib.Path, what: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=outside_workspace_env(), capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
+    return run_outside_workspace(cmd, cwd, what, timeout_s=900)
 
 
 def test_the_wheel_builds_the_page_in_a_fresh_venv_without_the_test_stack(tmp_path_factory):

@@ -27,7 +27,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..outside_workspace import outside_workspace_env
+from ..outside_workspace import run_outside_workspace
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FORBIDDEN = ("flax", "optax", "torch", "stable_baselines3")
@@ -68,13 +68,8 @@ STEP_SCRIPT = textwrap.dedent(
 ).format(forbidden=FORBIDDEN)
 
 
-
-
 def _run(cmd: list[str], cwd: pathlib.Path, what: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=outside_workspace_env(), capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
+    return run_outside_workspace(cmd, cwd, what, timeout_s=600)
 
 
 def test_wheel_installs_and_steps_in_a_fresh_venv(tmp_path_factory):
