@@ -11,8 +11,8 @@ reader of a run directory: spec, status, progress, evaluations, best policy, tim
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
 `records.py` (per-seed rows, evaluations and policies), `results.py` (`TrainResult`, the errors),
-`checkpoint.py`, `init_from.py` (fine-tuning starts), `tensorboard.py` (event files), and
-`cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a PettingZoo ParallelEnv
+`checkpoint.py`, `ctrl_c.py` (Ctrl-C held back while a checkpoint is written), `init_from.py`
+(fine-tuning starts), `tensorboard.py` (event files), and `cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a PettingZoo ParallelEnv
 stepped from Python has no session; ``jaxrl-train`` runs it (`console.parallel_env_run`).
 
 The names below load on first use (PEP 562): ``jaxrl-train --help`` should not import the

@@ -27,6 +27,7 @@ from ..ippo.spaces import AgentPolicies
 from ..terminal.progress import ProgressReporter
 from .algorithms import FINITE_STAT, compile_algorithm
 from .checkpoint import save_checkpoint
+from .ctrl_c import ctrl_c_deferred
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_files import CHECKPOINT
@@ -152,16 +153,19 @@ class Run:
         return latest if latest is None or ev.score_mode == "min" else -latest
 
     def _checkpoint(self, state, update: int, wall: float) -> None:
-        for rec in self.records:
-            rec.save()  # progress.csv and evals.npz must cover every update up to the checkpoint
-        for tb in self._tb or []:
-            tb.flush()  # likewise the event files: a resume never writes those steps again
         meta = {"update": update, "step": update * self.cfg.rollout_size, "wall": wall,
                 "seeds": list(self.seeds), "best": [r.best for r in self.records],
                 "best_step": [r.best_step for r in self.records]}
-        for rec in self.records:
-            save_checkpoint(os.path.join(rec.run_dir, CHECKPOINT), state, meta)
-        self.checkpoint_update = update
+        # Ctrl-C waits for the whole group: every seed's files at one update, and
+        # `checkpoint_update` naming the checkpoint on disk when TrainingInterrupted reads it.
+        with ctrl_c_deferred():
+            for rec in self.records:
+                rec.save()  # progress.csv and evals.npz must cover every update up to the checkpoint
+            for tb in self._tb or []:
+                tb.flush()  # likewise the event files: a resume never writes those steps again
+            for rec in self.records:
+                save_checkpoint(os.path.join(rec.run_dir, CHECKPOINT), state, meta)
+            self.checkpoint_update = update
 
     def _non_finite(self, update: int, finite: np.ndarray, stats: dict) -> NonFiniteError:
         """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
