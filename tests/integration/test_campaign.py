@@ -15,17 +15,17 @@ import sys
 
 import numpy as np
 import pytest
-
+from jaxrl_agents.campaign import driver, task
+from jaxrl_agents.campaign.executors import InlineTasks
+from jaxrl_agents.campaign.rundirs import find_run_dir
+from jaxrl_agents.campaign.spec import load_campaign
+from jaxrl_agents.console.presets import get_preset
 from jaxrl_agents.run import trainer
 from jaxrl_agents.run.algorithms import make_config
-from jaxrl_agents.console.presets import get_preset
 from quantgate_analysis.page import write_page
 from quantgate_env import load_pulse_csv, rollout_pulse
 
-from jaxrl_agents.campaign import driver, task
-from jaxrl_agents.campaign.executors import InlineTasks
-from jaxrl_agents.campaign.rundirs import find_run_dir, run_status
-from jaxrl_agents.campaign.spec import load_campaign
+from tests.integration.run_state import run_status
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CAMPAIGN_BIN = os.path.join(os.path.dirname(sys.executable), "jaxrl-campaign")
@@ -466,14 +466,34 @@ def test_a_seed_that_fails_its_early_test_starts_again_and_counts_the_failed_att
 
 
 def test_the_early_test_reads_the_run_s_own_evaluations(campaign_dir):
-    from jaxrl_agents.campaign.rundirs import attempt_verdict, read_progress
+    from jaxrl_agents.campaign.rundirs import read_run
 
     _, _, run = campaign_dir
-    first = read_progress(run)[0]
+    first = read_run(run).rows()[0]
     jt, step = float(first["eval_JT_min"]), int(float(first["step"]))
-    assert attempt_verdict(run, jt * 1.0001, step) == "pass"  # met at the first evaluation
-    assert attempt_verdict(run, 1e-12, step) == "fail"  # not met by the step the test names
-    assert attempt_verdict(run, 1e-12, 10**9) == "open"  # the step is not there yet
+    assert read_run(run).verdict(jt * 1.0001, step) == "pass"  # met at the first evaluation
+    assert read_run(run).verdict(1e-12, step) == "fail"  # not met by the step the test names
+    assert read_run(run).verdict(1e-12, 10**9) == "open"  # the step is not there yet
+
+
+def test_the_early_test_of_a_run_without_a_recorded_score_reads_j_t(campaign_dir, tmp_path):
+    """A config.json written before runs recorded their evaluation: the restart rule is in J_T,
+    so the campaign reads ``eval_JT_min`` (lower is better), not the generic episode return."""
+    import shutil
+
+    from jaxrl_agents.campaign.rundirs import read_run
+
+    _, _, run = campaign_dir
+    copy = tmp_path / "old-run"
+    shutil.copytree(run, copy)
+    config = json.loads((copy / "config.json").read_text())
+    assert config.pop("evaluation")["score"] == "JT_min"
+    (copy / "config.json").write_text(json.dumps(config))
+    first = read_run(str(copy)).rows()[0]
+    jt, step = float(first["eval_JT_min"]), int(float(first["step"]))
+    assert read_run(str(copy)).score_column == "eval_JT_min"
+    assert read_run(str(copy)).verdict(jt * 1.0001, step) == "pass"
+    assert read_run(str(copy)).verdict(jt * 0.9999, step) == "fail"
 
 
 def test_a_cut_progress_table_is_refused_naming_the_file(campaign_dir, tmp_path):
@@ -481,16 +501,16 @@ def test_a_cut_progress_table_is_refused_naming_the_file(campaign_dir, tmp_path)
     interrupted mid-write) is an error naming the file, not a summary with a shifted column."""
     import shutil
 
-    from jaxrl_agents.campaign.rundirs import attempt_verdict, read_progress
+    from jaxrl_agents.campaign.rundirs import read_run
 
     _, _, run = campaign_dir
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     table = copy / "progress.csv"
     lines = table.read_text().splitlines()
-    assert len(read_progress(str(copy))) == len(lines) - 1
+    assert len(read_run(str(copy)).rows()) == len(lines) - 1
     table.write_text("\n".join(lines[:-1] + [lines[-1].rsplit(",", 3)[0]]) + "\n")
-    for read in (read_progress, lambda d: attempt_verdict(d, 1e-12, 10**9)):
+    for read in (lambda d: read_run(d).rows(), lambda d: read_run(d).verdict(1e-12, 10**9)):
         with pytest.raises(ValueError, match=rf"progress\.csv: line {len(lines)} has fewer fields"):
             read(str(copy))
 

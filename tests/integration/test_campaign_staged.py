@@ -15,10 +15,13 @@ import sys
 
 import numpy as np
 import pytest
+from jaxrl_agents.campaign import driver, task
+from jaxrl_agents.campaign.executors import InlineTasks
+from jaxrl_agents.campaign.spec import load_campaign
 from jaxrl_agents.run.run_files import read_progress
 from jaxrl_agents.stages import recipes as recipes_module
 from jaxrl_agents.stages.recipe import Recipe, RestartRule, Stage
-from jaxrl_agents.stages.staged_run import StagedRun
+from jaxrl_agents.stages.staged_run import StagedRun, read_staged_run
 from jaxrl_agents.stages.timeline import crossings, score_of, timeline
 from quantgate_analysis.campaign import summarise
 from quantgate_analysis.page import write_page
@@ -26,11 +29,6 @@ from quantgate_analysis.paper import PAPER_JT
 from quantgate_analysis.summary import summarize_staged
 from quantgate_analysis.thresholds import THRESHOLDS, threshold_key
 from quantgate_env import load_pulse_csv, rollout_pulse
-
-from jaxrl_agents.campaign import driver, task
-from jaxrl_agents.campaign.executors import InlineTasks
-from jaxrl_agents.campaign.rundirs import read_staged_run
-from jaxrl_agents.campaign.spec import load_campaign
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -13,11 +13,11 @@ folder. Running the command again goes on where it stopped.
 Install with ``pip install 'jaxrl-agents[campaign]'``. Importing this package imports neither Ray
 nor the trainer: campaign files validate without them.
 
-Modules: `spec` (the campaign file), `preflight` (every entry's run settings, checked before
-anything trains), `deadline` (``--minutes``, ``--until``), `rundirs` (what a seed's folder holds),
-`committed` (a committed summary's status), `task` (one (entry, seed): start, resume, skip,
-summarise), `child` (jaxrl-train as a task's child process), `executors` (Ray tasks, or inline for
-tests), `driver` (submission, init_from dependencies, the restart rule, the deadline), `cli`.
+Modules: `spec` (the campaign file; each entry's `RunSpec`), `preflight` (every entry's run
+settings, checked before anything trains), `deadline` (``--minutes``, ``--until``), `rundirs`
+(which run a seed's folder holds; `RunDir` reads it), `committed` (a committed summary's status),
+`task` (one (entry, seed): start, resume, skip, summarise), `child` (jaxrl-train as a task's
+child process), `executors` (Ray tasks, or inline for tests), `driver` (submission, init_from dependencies, the restart rule, the deadline), `cli`.
 """
 
 from .spec import Campaign, Entry, Restart, load_campaign

@@ -15,6 +15,10 @@ things a child of a Ray worker needs:
   the run stops itself on the next update boundary, on a checkpoint, instead of training on,
   holding its run directory's lock, while a re-run of the campaign waits for it.
 
+A new run's arguments are ``RECORD_ARGV JSON --spec FILE ...``: the task writes the run's
+`run.spec.RunSpec` to FILE, and JSON is the ``jaxrl-train`` command line that builds the same
+spec, which config.json records (a summary shows it as the command of the run).
+
 The task spawns it without ``preexec_fn``: Python runs its fork hooks only for a ``preexec_fn``,
 and JAX's hook warns on every fork of a process whose JAX has started
 (``RuntimeWarning: os.fork() was called``).
@@ -22,16 +26,19 @@ and JAX's hook warns on every fork of a process whose JAX has started
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
 import time
 
-__all__ = ["main", "BOOTSTRAP", "PARENT_POLL_S"]
+__all__ = ["main", "BOOTSTRAP", "PARENT_POLL_S", "RECORD_ARGV"]
 
 #: Seconds between two looks at whether the parent process is still there.
 PARENT_POLL_S = 2.0
+#: A leading ``RECORD_ARGV JSON`` pair: the command line (a JSON list) config.json records.
+RECORD_ARGV = "--record-argv"
 
 
 #: Functions where a KeyboardInterrupt is swallowed by Python ("Exception ignored in ...", a
@@ -83,19 +90,23 @@ def main(argv: list[str] | None = None, early: list[int] | None = None) -> int:
     """Run ``jaxrl-train`` with `argv` (default: the command line); returns its exit code.
 
     Args:
-        argv: jaxrl-train's arguments.
+        argv: jaxrl-train's arguments, after an optional ``RECORD_ARGV JSON`` pair.
         early: signals received before this function ran (`BOOTSTRAP` collects them): the run
             does not start.
     """
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    record = None
+    if argv[:1] == [RECORD_ARGV]:
+        record, argv = json.loads(argv[1]), argv[2:]
     try:
         if early:
             raise KeyboardInterrupt
         from ..console.cli import main as train
 
-        return train(argv)
+        return train(argv, record_argv=record)
     except KeyboardInterrupt:  # before jaxrl-train's own handler was in place: nothing written
         print(_STOPPED_EARLY, file=sys.stderr, flush=True)
         return 130

@@ -112,14 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-campaign: error: {e}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] == "ray":
-            from ..terminal.commands import install_extra
+        from ..terminal.commands import missing_ray
 
-            again = ["jaxrl-campaign", *(sys.argv[1:] if argv is None else argv)]
-            print(f"jaxrl-campaign: error: Ray is not installed; it comes with the campaign "
-                  f"extra: {install_extra('campaign', again)}", file=sys.stderr)
-            return 2
-        raise
+        return missing_ray(e, "jaxrl-campaign", "campaign", sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:  # before the runs started (Ray starting): nothing to stop
         print("jaxrl-campaign: interrupted before any run started", file=sys.stderr)
         return 3

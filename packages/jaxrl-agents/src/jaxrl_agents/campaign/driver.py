@@ -23,8 +23,8 @@ import os
 import signal
 import time
 
+from ..run.rundir import ATTEMPT_MARK
 from .preflight import check_entries
-from .rundirs import ATTEMPT_MARK
 from .spec import Campaign
 from .task import Job, Outcome, _set_aside, advance
 

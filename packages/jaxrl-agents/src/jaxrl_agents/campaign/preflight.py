@@ -2,7 +2,8 @@
 
 `spec.load_campaign` checks the file's shape; this checks what ``jaxrl-train`` would refuse only
 when an entry's turn came: the algorithm, the preset, that each ``flags`` key is a field of the
-algorithm's config, and that the config those flags make is valid. A typo in the last entry is
+algorithm's config, and that the `run.spec.RunSpec` the entry's runs get (`spec.Entry.run_spec`)
+is valid. A typo in the last entry is
 thus an error before the first entry trains, and no run folder is created for it.
 """
 
@@ -22,16 +23,11 @@ def _close(name: str, choices: list[str]) -> str:
 
 
 def _check_entry(path: str, entry: Entry) -> None:
-    from ..console.presets import get_preset
-    from ..run.algorithms import canonical_name, get_algorithm, make_config
+    from ..run.algorithms import get_algorithm
 
     where = f"{path}: entry {entry.name!r}"
     try:
         algorithm = get_algorithm(entry.algo)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-    try:
-        preset = get_preset(canonical_name(entry.algo), entry.preset)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     fields = sorted(f.name for f in dataclasses.fields(algorithm.config) if f.name != "total_steps")
@@ -40,12 +36,9 @@ def _check_entry(path: str, entry: Entry) -> None:
             raise ValueError(f"{where}: flags: expected fields of {algorithm.config.__name__} "
                              f"(the jaxrl-train flags of algo {entry.algo!r}), got {key!r}"
                              f"{_close(key, fields)}")
-    base = dict(preset.config)
-    if entry.init_from is not None:  # as jaxrl-train --init-from: the source's learned std stays
-        base.pop("log_std_init", None)
-    try:
-        make_config(entry.algo, {**base, **entry.flags, "total_steps": entry.total_steps})
-    except (TypeError, ValueError) as e:  # the config names the field (a flag, or total_steps)
+    try:  # the preset, and the RunSpec a run gets (a fine-tune's source is only a path here)
+        entry.run_spec(entry.seeds[0], "runs", None if entry.init_from is None else "source")
+    except (TypeError, ValueError) as e:  # names the field (a flag, or total_steps)
         raise ValueError(f"{where}: {e}") from None
 
 

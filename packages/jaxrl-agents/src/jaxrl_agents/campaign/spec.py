@@ -128,8 +128,39 @@ class Entry:
         """The training seed of attempt `attempt` (0, 1, ...) of campaign seed `seed`."""
         return seed + attempt * ATTEMPT_SEED_STRIDE
 
+    def run_spec(self, seed: int, out: str, init_from_dir: str | None = None):
+        """The `run.spec.RunSpec` of a new run of this entry for `seed` under `out`.
+
+        The preset, the entry's flags over it, its budget and env options (`console.presets
+        .preset_spec`, as ``jaxrl-train`` builds it from `train_args`): what the campaign runs.
+
+        Args:
+            seed: the training seed (an attempt's, `attempt_seed`).
+            out: the seed's folder (`Campaign.run_parent`).
+            init_from_dir: the run directory a fine-tune starts from (None: a fresh network).
+
+        Raises:
+            ValueError: a staged entry (a recipe of several runs, not one spec), or a field that
+                fails its check (named).
+        """
+        from ..console.presets import preset_spec
+        from ..run.algorithms import get_algorithm
+
+        if self.staged:
+            raise ValueError(f"entry {self.name!r}: preset {self.preset!r} is a staged recipe, "
+                             f"run as several runs (jaxrl-train --preset {self.preset}), not one "
+                             f"RunSpec")
+        return preset_spec(self.algo, self.preset, self.flags, total_steps=self.total_steps,
+                           init_from=init_from_dir, env=get_algorithm(self.algo).default_env,
+                           env_options=self.env_options, seeds=(seed,), out=out, tag=self.name)
+
     def train_args(self, seed: int, out: str, init_from_dir: str | None) -> list[str]:
-        """The ``jaxrl-train`` arguments of a new run of this entry for `seed` under `out`."""
+        """The ``jaxrl-train`` arguments of a new run of this entry for `seed` under `out`.
+
+        A staged entry's run is launched with them; an entry of single runs is launched with its
+        `run_spec`, and these flags (which build the same spec) are the command its config.json
+        records.
+        """
         if self.staged:  # the recipe takes only the run's own options (no algo, flags or budget)
             return ["--preset", self.preset, "--seed", str(seed), "--out", out, *self._env_args()]
         args = ["--algo", self.algo, "--preset", self.preset, "--seed", str(seed),

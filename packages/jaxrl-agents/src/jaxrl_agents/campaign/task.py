@@ -7,7 +7,8 @@ task needs no state but the folders: they say what exists, and each run's checkp
 it got. The task holds the folder's lock (`common.fileio.lock_directory`) while it works, so two
 runners of one campaign never train one seed twice: the second waits for the first.
 
-- no run directory: a new run (``jaxrl-train --algo ... --out <folder>``);
+- no run directory: a new run of the entry's `run.spec.RunSpec` (`spec.Entry.run_spec`),
+  ``jaxrl-train --spec FILE`` (config.json records the flags that build the same spec);
 - a run directory with a checkpoint short of its budget: ``jaxrl-train --resume`` (bit-identical
   to an uninterrupted run); ``--total-steps`` extends it when the entry's budget grew (a budget
   lowered in the file is said, and the run keeps its own: a run's budget never shrinks);
@@ -19,8 +20,12 @@ runners of one campaign never train one seed twice: the second waits for the fir
   replaced by a new run's;
 - a run directory another process holds (its lock): waited for.
 
-A staged entry (its preset a staged recipe) runs each seed as one staged run, continued with
-``jaxrl-train --resume <top directory>``; the recipe has its own early test.
+A staged entry (its preset a staged recipe) runs each seed as one staged run (``jaxrl-train
+--preset <recipe>``: a recipe is several runs, each stage's RunSpec built by the staged run),
+continued with ``jaxrl-train --resume <top directory>``; the recipe has its own early test.
+
+What a run directory holds (status, progress rows, the early test's verdict) is read through
+`run.rundir.RunDir` (`rundirs.read_run`); `rundirs` only finds a seed's run in its folder.
 
 The deadline is the driver's: the task passes the seconds left to the run as ``jaxrl-train
 --minutes``, so the run stops itself on an update boundary with a checkpoint (no signal, no
@@ -33,27 +38,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
 from ..common.fileio import DirectoryLockedError, lock_directory
+from ..run.rundir import INCOMPLETE_MARK, attempt_dirs, set_aside_dirs
+from ..stages.staged_run import read_staged_run
 from . import deadline as deadlines
 from .committed import committed_status
-from .rundirs import (
-    INCOMPLETE_MARK,
-    attempt_dirs,
-    attempt_verdict,
-    find_run_dir,
-    find_staged_dir,
-    read_staged_run,
-    run_status,
-    set_aside_dirs,
-    staged_has_progress,
-)
+from .rundirs import find_run_dir, find_staged_dir, read_run, staged_has_progress
 from .spec import Campaign, Entry
 
 __all__ = ["Job", "Outcome", "advance", "train_command", "STOP_GRACE_S", "LOCK_POLL_S"]
@@ -81,7 +80,9 @@ class Job:
         deadline: time.time() of the campaign's deadline, or None.
         progress: ``jaxrl-train --progress``.
         code_version: recorded in summaries (None: the summariser's ``git describe``).
-        command: the command that runs jaxrl-train (None: `train_command` on the worker).
+        command: the command that runs jaxrl-train (None: `train_command` on the worker); a new
+            run's arguments start with `child.RECORD_ARGV` and its JSON, which `child.main`
+            takes off.
     """
 
     campaign: Campaign
@@ -246,7 +247,8 @@ def _advance_runs(job: Job, entry: Entry, parent: str) -> Outcome:
     status = done = budget = None
     if run_dir is not None:
         _wait_while_in_use(job, run_dir)
-        status, done, budget = run_status(run_dir)
+        now = read_run(run_dir).status()
+        status, done, budget = now.state, now.steps, now.budget
         if _failed_test(entry, run_dir):
             return _outcome(job, "restart", f"{run_dir} did not reach J_T < "
                             f"{entry.restart.below:g} within {entry.restart.within_steps:,} "
@@ -263,7 +265,8 @@ def _advance_runs(job: Job, entry: Entry, parent: str) -> Outcome:
         train_seed = entry.attempt_seed(job.seed, attempt)
         _say(job, f"new run under {parent}"
              + (f" (attempt {attempt + 1}, seed {train_seed})" if attempt else ""))
-        code, why = _train(job, entry.train_args(train_seed, parent, source), _failed_watch(entry, parent))
+        code, why = _train_spec(job, entry, train_seed, parent, source,
+                                _failed_watch(entry, parent))
     else:
         wanted = _budget(run_dir, entry)
         if wanted < budget:
@@ -286,7 +289,7 @@ def _advance_runs(job: Job, entry: Entry, parent: str) -> Outcome:
     if run_dir is not None and os.path.isfile(os.path.join(run_dir, "progress.csv")):
         summarised = _summarise(job, entry, run_dir)
     return _ended(job, code, why, run_dir, summarised,
-                  run_dir is not None and run_status(run_dir)[0] == "finished")
+                  run_dir is not None and _finished_run(run_dir))
 
 
 def _advance_staged(job: Job, entry: Entry, parent: str) -> Outcome:
@@ -405,20 +408,52 @@ def _stop(child: subprocess.Popen) -> None:
             continue
 
 
-def _train(job: Job, args: list[str], failed: Callable[[], bool] | None = None
-           ) -> tuple[int, str | None]:
+def _train_spec(job: Job, entry: Entry, seed: int, parent: str, source: str | None,
+                failed: Callable[[], bool] | None) -> tuple[int, str | None]:
+    """Train a new run of `entry`'s `RunSpec` for training seed `seed` (``jaxrl-train --spec``).
+
+    The spec goes to the run as a JSON file of its own, removed when the run has ended (its
+    config.json holds the spec from then on); config.json records the equivalent flags.
+
+    Returns:
+        As `_train`.
+    """
+    spec = entry.run_spec(seed, parent, source)
+    fd, path = tempfile.mkstemp(prefix=f"jaxrl-campaign-{entry.name}-s{seed}-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(spec.to_dict(), f)
+        return _train(job, ["--spec", path], failed, entry.train_args(seed, parent, source))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _train(job: Job, args: list[str], failed: Callable[[], bool] | None = None,
+           record: list[str] | None = None) -> tuple[int, str | None]:
     """Run ``jaxrl-train ARGS`` until it exits; stop it if `failed()` turns true.
 
     The deadline reaches the run as ``--minutes`` (the seconds left): it stops itself on an
     update boundary, on a checkpoint. A run still going `STOP_GRACE_S` past the deadline, or a
     KeyboardInterrupt in this task (Ctrl-C; ``ray.cancel``), stops it with SIGINT.
 
+    Args:
+        job: the run's task.
+        args: jaxrl-train's arguments (``--progress`` and ``--minutes`` are added).
+        failed: polled while the run trains; true stops it.
+        record: for ``--spec FILE``, the flags that build the same spec: a new run's config.json
+            records them as its command (`child.RECORD_ARGV`).
+
     Returns:
         (exit code, why it was stopped: None, "interrupted" or "failed").
     """
+    from .child import RECORD_ARGV
+
     left = deadlines.seconds_left(job.deadline)
     budget = [] if left is None else ["--minutes", repr(max(left, 1.0) / 60.0)]
-    command = [*(job.command or train_command()), *args, "--progress", job.progress, *budget]
+    shown = ["--progress", job.progress, *budget]
+    record = [] if record is None else [RECORD_ARGV, json.dumps(["jaxrl-train", *record, *shown])]
+    command = [*(job.command or train_command()), *record, *args, *shown]
     env = dict(os.environ)
     # The env factory's module may live in the campaign's directory (as for jaxrl-train there).
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
@@ -448,7 +483,7 @@ def _failed_test(entry: Entry, run_dir: str) -> bool:
         return False
     parent = os.path.dirname(os.path.normpath(run_dir))
     return (len(attempt_dirs(parent)) < rule.attempts - 1
-            and attempt_verdict(run_dir, rule.below, rule.within_steps) == "fail")
+            and read_run(run_dir).verdict(rule.below, rule.within_steps) == "fail")
 
 
 def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
@@ -466,7 +501,7 @@ def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
         if run_dir is None:
             return False
         rule = entry.restart
-        verdict = attempt_verdict(run_dir, rule.below, rule.within_steps)  # reads progress.csv once
+        verdict = read_run(run_dir).verdict(rule.below, rule.within_steps)  # one read
         attempts_left = len(attempt_dirs(parent)) < rule.attempts - 1
         decided = not attempts_left or verdict == "pass"
         return attempts_left and verdict == "fail"
@@ -476,11 +511,7 @@ def _failed_watch(entry: Entry, parent: str) -> Callable[[], bool] | None:
 
 def _budget(run_dir: str, entry: Entry) -> int:
     """The entry's budget in whole updates of the run's rollout size."""
-    from ..run.algorithms import make_config
-    from ..run.run_files import RUN_CONFIG, read_run_config
-
-    rc = read_run_config(os.path.join(run_dir, RUN_CONFIG))
-    cfg = make_config(rc["algo"], {**rc["algo_config"], "total_steps": entry.total_steps})
+    cfg = read_run(run_dir).spec.replace(config={"total_steps": entry.total_steps}).algo_config()
     return cfg.n_updates * cfg.rollout_size
 
 
@@ -489,6 +520,9 @@ def _source_dir(campaign: Campaign, entry: Entry, seed: int) -> str | None:
     if entry.init_from is None:
         return None
     source = find_run_dir(campaign.run_parent(campaign.entry(entry.init_from), seed))
-    if source is None or run_status(source)[0] != "finished":
-        return None
-    return source
+    return source if source is not None and _finished_run(source) else None
+
+
+def _finished_run(run_dir: str) -> bool:
+    """Whether the run in `run_dir` trained its whole budget (its checkpoint says so)."""
+    return read_run(run_dir).status().state == "finished"

@@ -45,9 +45,9 @@ import time
 
 from ..common.envs import parse_env_options
 from ..common.fileio import describe_os_error
-from ..run.algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm, make_config
+from ..run.algorithms import ALGORITHMS, ALIASES, canonical_name, get_algorithm
 from .flags import ConfigHelpFormatter, add_config_flags
-from .presets import DEFAULT_PRESET, PRESETS, get_preset
+from .presets import DEFAULT_PRESET, PRESETS, preset_spec
 
 __all__ = ["main", "build_parser", "interrupted_line", "spec_of_flags"]
 
@@ -150,6 +150,15 @@ def interrupted_line(e: KeyboardInterrupt) -> str:
 SPEC_OPTIONS = {"--spec", "--progress", "--minutes"}
 
 
+def _typed_options(argv: list[str], allowed: set[str], prefix: str) -> tuple[list[str], list[str]]:
+    """(every option typed in `argv`, those not in `allowed`), as typed (``--x=1`` as ``--x``).
+
+    An option is an argument that starts with `prefix`.
+    """
+    typed = [a.split("=")[0] for a in argv if a.startswith(prefix)]
+    return typed, [a for a in typed if a not in allowed]
+
+
 def _spec_file(path: str, argv: list[str]):
     """The `RunSpec` of ``--spec FILE``, after refusing flags that would contradict it.
 
@@ -159,8 +168,7 @@ def _spec_file(path: str, argv: list[str]):
     """
     from ..run.spec import RunSpec
 
-    typed = [a.split("=")[0] for a in argv if a.startswith("-")]
-    others = [a for a in typed if a not in SPEC_OPTIONS]
+    typed, others = _typed_options(argv, SPEC_OPTIONS, "-")
     if others:
         raise ValueError(f"--spec {path}: the run's settings come from {path}; drop {others} "
                          f"(or change them in the file); only --progress and --minutes apply "
@@ -178,28 +186,15 @@ def spec_of_flags(args: argparse.Namespace):
     Raises:
         ValueError: a preset, field or run option that fails its check (named).
     """
-    from ..run.spec import RunSpec
-
-    preset = get_preset(canonical_name(args.algo), args.preset)
     typed = {f.name: getattr(args, f"cfg_{f.name}")
              for f in dataclasses.fields(get_algorithm(args.algo).config)
              if f.name != "total_steps" and getattr(args, f"cfg_{f.name}") is not None}
-    total = preset.total_steps if args.total_steps is None else args.total_steps
-    base = dict(preset.config)
-    if args.init_from is not None:
-        # A fine-tuning run keeps the learned std of the policy it starts from: a preset's
-        # log_std_init (fast: -1.5, std 0.22) is a fresh network's and would reset it.
-        # Only a typed --log-std-init replaces it.
-        base.pop("log_std_init", None)
-    cfg = make_config(args.algo, {**base, **typed, "total_steps": total})
-    return RunSpec(
-        algo=args.algo, env=args.env, env_options=parse_env_options(args.env_option),
-        config=cfg, seeds=tuple(args.seeds) if args.seeds is not None else (args.seed,),
-        eval_every=(preset.eval_every_steps(cfg.rollout_size)
-                    if args.eval_every is None else args.eval_every),
-        checkpoint_every=args.checkpoint_every, report_every=args.report_every,
-        out=args.out, tag=args.tag, preset=preset.name, init_from=args.init_from,
-        tensorboard=args.tensorboard)
+    return preset_spec(
+        args.algo, args.preset, typed, total_steps=args.total_steps, eval_every=args.eval_every,
+        init_from=args.init_from, env=args.env, env_options=parse_env_options(args.env_option),
+        seeds=tuple(args.seeds) if args.seeds is not None else (args.seed,),
+        checkpoint_every=args.checkpoint_every, report_every=args.report_every, out=args.out,
+        tag=args.tag, tensorboard=args.tensorboard)
 
 
 def _is_staged_run(path: str) -> bool:
@@ -208,8 +203,15 @@ def _is_staged_run(path: str) -> bool:
     return is_staged_run(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``jaxrl-train``. Returns the process exit code."""
+def main(argv: list[str] | None = None, record_argv: list[str] | None = None) -> int:
+    """Entry point of ``jaxrl-train``. Returns the process exit code.
+
+    Args:
+        argv: the arguments (default: the command line's).
+        record_argv: the command line a new run's config.json records (default: ``jaxrl-train``
+            and `argv`). A campaign runs ``--spec FILE`` with the flags that build the same
+            spec here, so its summaries show a command a reader can type.
+    """
     started = time.monotonic()  # --minutes counts from here: what the user waits for
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
@@ -253,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     try:
         if args.resume is not None:
-            typed = [a.split("=")[0] for a in argv if a.startswith("--")]
-            others = [a for a in typed if a not in RESUME_OPTIONS]
+            typed, others = _typed_options(argv, RESUME_OPTIONS, "--")
             if others:
                 # --tensorboard included: config.json says whether the run writes event files.
                 raise ValueError(f"--resume: takes its settings from the run's config.json "
@@ -268,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                 spec = spec_of_flags(args)
             if args.minutes is not None and spec.time_budget is None:
                 spec = spec.replace(time_budget=60 * args.minutes)  # recorded in config.json
-            plan = plan_run(spec, progress=progress, argv=["jaxrl-train", *argv])
+            plan = plan_run(spec, progress=progress,
+                            argv=["jaxrl-train", *argv] if record_argv is None else record_argv)
             if plan.steps_from_python:  # IPPO on a ParallelEnv: one call, no checkpoints
                 from .parallel_env_run import train_parallel
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET", "get_preset"]
+if TYPE_CHECKING:
+    from ..run.spec import RunSpec
+
+__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET", "get_preset", "preset_spec"]
 
 DEFAULT_PRESET = "demo"
 
@@ -87,3 +90,40 @@ def get_preset(algo: str, name: str) -> Preset:
         raise ValueError(f"preset: expected one of {sorted(presets)} for algo {algo!r}, got "
                          f"{name!r}")
     return presets[name]
+
+
+def preset_spec(algo: str, preset: str, fields: Mapping[str, Any] | None = None, *,
+                total_steps: int | None = None, eval_every: int | None = None,
+                init_from: str | None = None, **run: Any) -> RunSpec:
+    """The `RunSpec` of a preset with config fields over it: what ``jaxrl-train`` runs.
+
+    ``jaxrl-train --preset P --lr 1e-4 ...`` builds its spec here (`console.cli.spec_of_flags`),
+    and so does a campaign entry for each of its seeds (`campaign.spec.Entry.run_spec`), so the
+    two cannot drift apart.
+
+    Args:
+        algo: algorithm name (an alias is read as its algorithm).
+        preset: the preset's name (`get_preset`).
+        fields: config fields over the preset's (typed flags; an entry's ``flags``).
+        total_steps: environment steps of the run; None: the preset's.
+        eval_every: environment steps between evaluations; None: the preset's cadence.
+        init_from: a run or policy directory every seed starts from, or None. A fine-tune keeps
+            the learned std of the policy it starts from: a preset's ``log_std_init`` (a fresh
+            network's) is dropped, and only one in `fields` replaces it.
+        **run: the other `RunSpec` fields (env, env_options, seeds, out, tag, ...).
+
+    Raises:
+        ValueError: an unknown preset, or a field or run option that fails its check (named).
+    """
+    from ..run.algorithms import canonical_name, make_config
+    from ..run.spec import RunSpec
+
+    chosen = get_preset(canonical_name(algo), preset)
+    base = dict(chosen.config)
+    if init_from is not None:
+        base.pop("log_std_init", None)
+    total = chosen.total_steps if total_steps is None else total_steps
+    cfg = make_config(algo, {**base, **dict(fields or {}), "total_steps": total})
+    return RunSpec(algo=algo, config=cfg, preset=chosen.name, init_from=init_from,
+                   eval_every=(chosen.eval_every_steps(cfg.rollout_size)
+                               if eval_every is None else eval_every), **run)

@@ -20,7 +20,9 @@ The score is the environment's declared evaluation score (config.json's ``"evalu
 from `common.contracts.describe_evaluation`): its field (progress.csv column ``eval_<field>``) and
 whether lower or higher is better.
 
-`attempt_dirs` lists the runs a restart rule set aside beside one (``<run>.attempt-<n>``).
+`attempt_dirs` lists the runs a restart rule set aside beside one (``<run>.attempt-<n>``);
+`set_aside_dirs` those and the runs set aside because they died before their first checkpoint
+(``<run>.incomplete-<n>``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from .run_files import (
 )
 
 __all__ = ["RunDir", "RunStatus", "Crossing", "GENERIC_EVALUATION", "to_float", "ATTEMPT_MARK",
-           "attempt_dirs"]
+           "INCOMPLETE_MARK", "attempt_dirs", "set_aside_dirs"]
 
 #: The evaluation of an environment that describes none (and of run directories written before
 #: config.json recorded it): the episode return, higher is better.
@@ -54,6 +56,9 @@ GENERIC_EVALUATION: Mapping[str, Any] = {"score": "return", "score_mode": "max",
 
 #: A failed attempt a restart rule set aside is renamed ``<run>.attempt-<n>`` in its folder (kept).
 ATTEMPT_MARK = ".attempt-"
+#: A run that died before its first checkpoint is renamed ``<run>.incomplete-<n>`` (kept) when
+#: it is started again (a campaign does this).
+INCOMPLETE_MARK = ".incomplete-"
 
 
 def to_float(text) -> float:
@@ -322,3 +327,15 @@ def attempt_dirs(parent: str) -> list[str]:
         return []
     found = [e.path for e in os.scandir(parent) if e.is_dir() and ATTEMPT_MARK in e.name]
     return sorted(found, key=lambda p: int(p.rsplit(ATTEMPT_MARK, 1)[1]))
+
+
+def set_aside_dirs(parent: str) -> list[str]:
+    """Every run set aside in `parent`: failed attempts and never-checkpointed runs alike, sorted.
+
+    A folder holding any of them has this machine's history of a run, even when no live run
+    directory is left in it.
+    """
+    if not os.path.isdir(parent):
+        return []
+    return sorted(e.path for e in os.scandir(parent)
+                  if e.is_dir() and (INCOMPLETE_MARK in e.name or ATTEMPT_MARK in e.name))

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     # (the trial workers get the same path, driver._init_ray).
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    from ..terminal.commands import install_extra
+    from ..terminal.commands import missing_ray
     from .spec import SpecError, load_spec
 
     try:
@@ -77,12 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-sweep: error: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] == "ray":
-            again = ["jaxrl-sweep", *(sys.argv[1:] if argv is None else argv)]
-            print(f"jaxrl-sweep: error: Ray is not installed; it comes with the sweep extra: "
-                  f"{install_extra('sweep', again)}", file=sys.stderr)
-            return 2
-        raise
+        return missing_ray(e, "jaxrl-sweep", "sweep", sys.argv[1:] if argv is None else argv)
     except OSError as e:
         print(f"jaxrl-sweep: error: {e}", file=sys.stderr)
         return 1

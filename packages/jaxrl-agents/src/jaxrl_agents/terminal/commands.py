@@ -15,8 +15,10 @@ import dataclasses
 import importlib.util
 import os
 import shlex
+import sys
 
-__all__ = ["Suggestion", "under_uv", "suggest", "suggest_viewer", "install_extra", "EXTRA_MODULES"]
+__all__ = ["Suggestion", "under_uv", "suggest", "suggest_viewer", "install_extra", "missing_ray",
+           "EXTRA_MODULES"]
 
 #: jaxrl-agents' optional extras and the module each one brings.
 EXTRA_MODULES = {"plot": "matplotlib", "tensorboard": "tensorboardX", "sweep": "ray", "gymnax": "gymnax"}
@@ -79,3 +81,19 @@ def install_extra(extra: str, argv: list[str]) -> str:
     if under_uv():
         return suggest(argv, extra).text
     return f'pip install "jaxrl-agents[{extra}]"'
+
+
+def missing_ray(error: ModuleNotFoundError, prog: str, extra: str, argv: list[str]) -> int:
+    """Print the error line of a command whose Ray is not installed; its exit code (2).
+
+    Args:
+        error: what the import raised; raised again when the missing module is not Ray.
+        prog: the command (``jaxrl-sweep``, ``jaxrl-campaign``).
+        extra: the jaxrl-agents extra that brings Ray (``sweep``, ``campaign``).
+        argv: the command's arguments (the line repeats them with the extra).
+    """
+    if not error.name or error.name.split(".")[0] != "ray":
+        raise error
+    print(f"{prog}: error: Ray is not installed; it comes with the {extra} extra: "
+          f"{install_extra(extra, [prog, *argv])}", file=sys.stderr)
+    return 2
