@@ -10,7 +10,7 @@ import pytest
 
 from jaxrl_agents.common.contracts import (ContractError, Evaluation, FunctionalEnv,
                                            MultiAgentEnv, ReturnEvaluation, evaluation_of)
-from jaxrl_agents.common.env_check import check_env
+from jaxrl_agents.common.envs.check import check_env
 from jaxrl_agents.console import cli
 
 from .toy_envs import Reach

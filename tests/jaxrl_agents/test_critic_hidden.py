@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxrl_agents import ActorCritic, Policy
-from jaxrl_agents.common.mlp import mlp_apply
+from jaxrl_agents.common.networks.mlp import mlp_apply
 from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.console.cli import build_parser
 

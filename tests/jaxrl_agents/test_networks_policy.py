@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 import jaxrl_agents
 from jaxrl_agents import ActorCritic, Policy, load_policy
-from jaxrl_agents.common.mlp import mlp_apply
+from jaxrl_agents.common.networks.mlp import mlp_apply
 
 
 def test_import_leaves_global_precision_alone():
@@ -126,7 +126,7 @@ def test_default_towers_are_flax_modules_initialised_as_before_flax():
     before, and the modules compute x @ kernel + bias with the named activation."""
     import flax.linen as nn
 
-    from jaxrl_agents.common.mlp import MLP, orthogonal
+    from jaxrl_agents.common.networks.mlp import MLP, orthogonal
 
     model = ActorCritic(6, "gaussian", (3,), hidden=(32, 16), activation="relu")
     assert isinstance(model.actor, MLP) and isinstance(model.critic, nn.Module)
@@ -193,8 +193,10 @@ def test_policy_directories_written_before_flax_still_load(tmp_path):
 
 
 def test_mlp_pieces_are_still_importable_from_networks():
-    """The MLP pieces live in common/mlp.py; networks.py re-exports them, so old imports work."""
-    from jaxrl_agents.common import mlp, networks
+    """The MLP pieces live in common/networks/mlp.py; the networks package re-exports them, so
+    ``from jaxrl_agents.common.networks import MLP`` works as it always did."""
+    from jaxrl_agents.common import networks
+    from jaxrl_agents.common.networks import mlp
 
     for name in ("ACTIVATIONS", "HIDDEN_GAIN", "POLICY_HEAD_GAIN", "VALUE_HEAD_GAIN", "MLP",
                  "mlp_init", "mlp_apply", "orthogonal"):

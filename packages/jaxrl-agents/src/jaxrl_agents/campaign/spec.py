@@ -236,7 +236,7 @@ class Campaign:
             ValueError: naming the file and the key, when the name is malformed or does not
                 import to a callable.
         """
-        from ..common.factories import import_factory
+        from ..common.envs.factories import import_factory
 
         return import_factory(self.summariser, f"{self.path}: summariser", SUMMARISER_EXAMPLE)
 

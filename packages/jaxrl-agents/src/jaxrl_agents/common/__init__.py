@@ -4,10 +4,12 @@ The network definition, action distributions, the `Policy` object, losses, GAE, 
 optimiser, the minibatch loop, conjugate gradient, the train state, config validation, the
 environment contracts and their checker, environment loading, evaluation and file I/O.
 
-Files: `networks.py`, `mlp.py` (the default tower), `distributions.py`, `policy.py`, `losses.py`,
-`gae.py`, `rollout.py`, `optimizer.py`, `minibatch.py`, `cg.py`, `state.py`, `config.py`,
-`contracts.py`, `envs.py`, `evaluation.py`, `fileio.py` (atomic writes, directory locks, npz
-storage), `gymnax_env.py` (gymnax behind the step contract; imported on its own).
+Files: `networks/` (`ActorCritic`; `networks/mlp.py`, the default tower), `distributions.py`,
+`policy.py`, `losses.py`, `gae.py`, `rollout.py`, `optimizer.py`, `minibatch.py` (with
+`permutation.py`), `cg.py`, `state.py`, `config.py`, `contracts.py`, `envs/` (`load_env` and env
+options; `envs/check.py`, the contracts' checker; `envs/factories.py`, the ``module:factory``
+importer), `evaluation.py`, `fileio.py` (atomic writes, directory locks, npz storage),
+`gymnax_env.py` (gymnax behind the step contract; imported on its own).
 """
 
 from .cg import conjugate_gradient
@@ -19,8 +21,8 @@ from .evaluation import eval_summary, evaluate_episode, format_eval_line
 from .gae import gae, gae_next_values
 from .losses import ppo_loss, standardize, value_loss
 from .minibatch import minibatch_epochs
-from .mlp import ACTIVATIONS, mlp_apply, mlp_init
 from .networks import ActorCritic
+from .networks.mlp import ACTIVATIONS, mlp_apply, mlp_init
 from .optimizer import apply_adam, harmonic_lr, linear_lr, make_optimizer
 from .policy import Policy, load_policy
 from .rollout import Transition, collect, make_rollout_phase

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .mlp import ACTIVATIONS
 from .networks import freeze_json, network_spec
+from .networks.mlp import ACTIVATIONS
 
 __all__ = ["ValidatedConfig", "RolloutBudget", "AlgoConfig", "cfg_field"]
 

@@ -125,7 +125,7 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
         f"{algo} config ({cfg_cls.__name__})",
         "defaults below are the paper's (--preset paper)" + (
             f"; the other presets change them ({changes})" if changes else ""))
-    from ..common.mlp import ACTIVATIONS
+    from ..common.networks.mlp import ACTIVATIONS
 
     add_config_flags(fields, cfg_cls, skip=("total_steps",), activation_choices=sorted(ACTIVATIONS))
     return p

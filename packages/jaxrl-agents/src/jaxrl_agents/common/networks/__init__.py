@@ -41,8 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .distributions import Categorical, DiagGaussian, MultiCategorical
-from .factories import import_factory
+from ..distributions import Categorical, DiagGaussian, MultiCategorical
+from ..envs.factories import import_factory
 from .mlp import (
     ACTIVATIONS,
     HIDDEN_GAIN,

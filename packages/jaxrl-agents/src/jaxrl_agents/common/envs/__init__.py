@@ -1,8 +1,14 @@
 """Naming, building and checking functional environments (the contract in docs/contracts.md).
 
+Modules: this one (`load_env`, `parse_env_options`, `DEFAULT_ENV`), `check` (`check_env`, the one
+checker of the contracts) and `factories` (`import_factory`: the ``module:factory`` importer that
+environments, user networks and a campaign's summariser are named by). gymnax behind the
+contract stays `common.gymnax_env` (imported on its own; ``--env jaxrl_agents.common.gymnax_env:make``
+is recorded in run directories).
+
 The CLI names an environment as ``module:factory`` (the convention of ``uvicorn app:main``), imports
 it at run time and calls ``factory(**options)``; jaxrl-agents never imports an environment package
-itself. `check_env` (defined in `contracts.py`) verifies the contract with abstract evaluation only
+itself. `check_env` (defined in `check.py`) verifies the contract with abstract evaluation only
 (`jax.eval_shape`, nothing is compiled), so a wrong environment fails in seconds with a
 `ContractError` that names the failing part.
 """
@@ -13,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .env_check import check_env  # the one checker of the contracts (re-exported here)
+from .check import check_env  # the one checker of the contracts (re-exported here)
 from .factories import import_factory
 
 __all__ = ["load_env", "check_env", "parse_env_options", "DEFAULT_ENV"]

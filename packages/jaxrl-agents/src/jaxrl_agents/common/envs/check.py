@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .contracts import (
+from ..contracts import (
     GENERIC_SUMMARY_KEYS,
     RESERVED_RECORD_KEYS,
     SCORE_MODES,

@@ -1,8 +1,8 @@
 """The default tower: an MLP as a Flax linen module, its activations and its initialisation.
 
-The layer pieces that `ActorCritic` (networks.py) builds its default actor and critic towers from,
+The layer pieces that `ActorCritic` (``networks/__init__.py``) builds its default actor and critic towers from,
 one concept kept in its own module apart from the actor-critic definition and the resolution of
-user networks (networks.py), so that each stays short and readable: the `ACTIVATIONS` table,
+user networks (``networks/__init__.py``), so that each stays short and readable: the `ACTIVATIONS` table,
 the orthogonal gains of SB3's ``ActorCriticPolicy`` (sqrt(2) hidden, 0.01 policy head, 1 value
 head), `orthogonal`, `mlp_init` (the host-QR initialisation that makes a seed's parameters
 bit-identical to earlier releases), the `MLP` module and `mlp_apply`. The SB3 bridge maps torch
