@@ -22,9 +22,11 @@ import pytest
 from jaxrl_agents.campaign import driver, task
 from jaxrl_agents.campaign.deadline import parse_deadline
 from jaxrl_agents.campaign.executors import InlineTasks
-from jaxrl_agents.campaign.rundirs import find_run_dir, run_status
+from jaxrl_agents.campaign.rundirs import find_run_dir
 from jaxrl_agents.campaign.spec import load_campaign
 from jaxrl_agents.common.fileio import lock_directory
+
+from tests.integration.run_state import run_status
 
 ENV = {"T": 6.0, "pulse_length": 120}
 FLAGS = 'flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }'
@@ -156,6 +158,47 @@ def test_a_seed_another_runner_holds_is_not_trained_twice(probe, monkeypatch, ca
     assert sorted(p.name for p in parent.iterdir()) == [".lock"]  # no second run directory
 
 
+# A campaign runner in a process of its own: the driver with its tasks inline (no Ray to start, so
+# the two runners below meet on the seed's folder within seconds), polling a held folder often.
+RUNNER = ("import sys\n"
+          "from jaxrl_agents.campaign import driver, task\n"
+          "from jaxrl_agents.campaign.executors import InlineTasks\n"
+          "from jaxrl_agents.campaign.spec import load_campaign\n"
+          "task.LOCK_POLL_S = 0.5\n"
+          "sys.exit(driver.run_campaign(load_campaign('probe.toml'), tasks=InlineTasks(),\n"
+          "                             progress='off', entries=['base']))\n")
+
+
+def test_two_runners_on_one_file_train_the_seed_once(probe):
+    """Row 7, with two real runners started 1.5 s apart on one file: one trains the seed, the
+    other waits for its folder and then finds the run finished; one run directory, one summary.
+
+    (Before, both trained the seed in two directories, then both stopped on "found 2 run
+    directories", and the campaign was blocked.)
+    """
+    (probe / "probe.toml").write_text(TWO.replace("total_steps = 2048", "total_steps = 1024", 1))
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    runners = []
+    for _ in range(2):
+        runners.append(subprocess.Popen([sys.executable, "-c", RUNNER], cwd=probe, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        time.sleep(1.5)
+    outs = [r.communicate(timeout=600)[0] for r in runners]
+    assert [r.returncode for r in runners] == [0, 0], outs
+    trained = [out for out in outs if "base seed 1: new run under" in out]
+    waited = [out for out in outs if "is in use by another runner of this campaign; waiting for it"
+              in out]
+    assert len(trained) == 1 and len(waited) == 1 and trained[0] is not waited[0], outs
+    assert "new run" not in waited[0] and "resuming" not in waited[0], waited[0]
+    assert "campaign: 1 finished" in waited[0], waited[0]  # it went on once the folder was free
+    parent = probe / "runs" / "base" / "s1"
+    (run,) = [p for p in parent.iterdir() if p.is_dir()]  # one run directory, no set-aside one
+    assert run_status(str(run)) == ("finished", 1024, 1024)
+    summary = json.loads((probe / "summaries" / "base" / "s1.json").read_text())
+    assert summary["status"] == "finished" and summary["run_dir"].endswith(run.name)
+
+
 def test_a_typo_in_the_second_entry_s_flags_is_found_before_anything_trains(probe, monkeypatch):
     """Row 8: the second entry's ``lrr`` is an error before the first entry trains; no folder."""
     _no_training(monkeypatch)
@@ -221,7 +264,7 @@ def test_a_summariser_that_fails_on_a_run_names_the_run(probe, monkeypatch, caps
         return 0, None
 
     monkeypatch.setattr(task, "_train", fake_train)
-    monkeypatch.setattr(task, "run_status", lambda d: ("finished", 2048, 2048))
+    monkeypatch.setattr(task, "_finished_run", lambda d: True)
     (probe / "probe.toml").write_text(TWO.replace(":record_status", ":broken_summariser"))
     assert _run(load_campaign("probe.toml"), entries=["base"]) == 1
     out = capsys.readouterr().out

@@ -1,7 +1,7 @@
 """jaxrl-campaign on a real Ray head, by address: a source and its fine-tune, a kill -9, a lost worker.
 
 A head is started with ``ray start --head`` on free ports, in its own session and temp directory
-(the helpers and the pinned token authentication of test_sweep_cluster.py, for the same reasons),
+(`tests.ray_head`, with the pinned token authentication test_sweep_cluster.py explains),
 and the real ``jaxrl-campaign`` command runs a two-entry chain against it: ``base`` and ``ft``
 (``init_from = "base"``, a dependency between the two tasks). Then the same chain again in a
 second folder, with the driver killed (``kill -9``) once base has checkpointed, and the same
@@ -12,11 +12,9 @@ end bit-identical to the uninterrupted chain's (their evaluations and kept polic
 
 import os
 import pathlib
-import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -25,11 +23,11 @@ import pytest
 psutil = pytest.importorskip("psutil")  # comes with Ray
 pytest.importorskip("ray")
 
-from jaxrl_agents.campaign.rundirs import find_run_dir, run_status  # noqa: E402
+from jaxrl_agents.campaign.rundirs import find_run_dir  # noqa: E402
 from jaxrl_agents.common.fileio import load_npz  # noqa: E402
-from jaxrl_agents.sweep.driver import probe_address  # noqa: E402
 
-from tests.jaxrl_agents.test_sweep_cluster import _free_ports, _stop  # noqa: E402
+from tests.integration.run_state import run_status  # noqa: E402
+from tests.ray_head import ray_head  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.path.dirname(sys.executable)
@@ -78,28 +76,7 @@ def _evaluations(run_dir):
 
 @pytest.mark.slow  # a Ray head, three campaign drivers and five small runs: minutes
 def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_and_a_lost_worker(tmp_path):
-    gcs, agent, metrics = _free_ports(3)
-    temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths live there
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
-    env.update(RAY_USAGE_STATS_ENABLED="0", JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT),
-               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    head = subprocess.Popen(
-        [os.path.join(BIN, "ray"), "start", "--head", f"--port={gcs}", "--num-cpus=2",
-         f"--temp-dir={temp_dir}", "--include-dashboard=false",
-         f"--dashboard-agent-listen-port={agent}", f"--metrics-export-port={metrics}",
-         "--disable-usage-stats", "--block"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    address = f"127.0.0.1:{gcs}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert head.poll() is None, head.stderr.read().decode()[-2000:]
-            try:
-                probe_address(address, timeout=1.0)
-                break
-            except ConnectionError:
-                assert time.monotonic() < deadline, "the Ray head did not start within 120 s"
-                time.sleep(0.5)
+    with ray_head("rc", PYTHONPATH=str(ROOT)) as (address, env, head):
         whole, killed = tmp_path / "whole", tmp_path / "killed"
         for folder in (whole, killed):
             folder.mkdir()
@@ -162,9 +139,6 @@ def test_a_chain_on_a_ray_head_by_address_survives_a_kill_9_and_a_lost_worker(tm
                 for key in ea:
                     np.testing.assert_array_equal(ea[key], eb[key],
                                                   err_msg=f"{folder.name} {entry}: {key}")
-    finally:
-        _stop(head, temp_dir)
-    assert not os.path.exists(temp_dir)
 
 
 @pytest.mark.slow  # a local Ray and two small runs: a minute or two
