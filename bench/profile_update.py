@@ -14,8 +14,9 @@ compiled update (``compile_algorithm(...).update``, seed axis S = 1):
 - evaluation: ``compiled.evaluate`` (one deterministic episode), amortised per update by the
   trainer's ``--eval-every``;
 - host: ``jax.device_get`` of the update's stats, and the trainer's own per-update time around the
-  compiled update (``_Run.loop`` over 6 updates minus the time inside the update): plain, with an
-  evaluation after every update (the presets' cadence), with a checkpoint after every update;
+  compiled update (``run.loop.Run.advance`` over 6 updates minus the time inside the update):
+  plain, with an evaluation after every update (the presets' cadence), with a checkpoint after
+  every update;
 - with ``--against REV``: the whole update of jaxrl_agents at git revision REV, built in the same
   process, timed interleaved, and checked bit for bit against this one.
 
@@ -242,24 +243,25 @@ def _device_get_stats(compiled, holder, env_params):
 
 
 def _trainer_overhead(algo: str, cfg, modes: dict, n_updates: int = 6) -> dict[str, float]:
-    """Seconds per update that ``_Run.loop`` spends outside the compiled update, per mode.
+    """Seconds per update the training loop (`run.loop.Run.advance`) spends outside the update.
 
     `modes` maps a name to (evaluate every update?, checkpoint every update?). Each mode runs
-    `n_updates` updates of one fresh run directory with ``stop_after`` (so no end-of-run writes)
-    after a warm-up run that compiled the update and the evaluation.
+    `n_updates` updates of one fresh run directory, short of the run's budget (so no end-of-run
+    writes), after a warm-up run that compiled the update and the evaluation.
     """
-    import dataclasses
+    from jaxrl_agents.common.envs import DEFAULT_ENV, load_env
+    from jaxrl_agents.run.loop import Run
+    from jaxrl_agents.run.run_files import make_run_dirs
+    from jaxrl_agents.run.spec import RunSpec
 
-    from jaxrl_agents.run import trainer
+    config = {**cfg.to_dict(), "total_steps": (n_updates + 2) * cfg.rollout_size}
 
-    cfg = dataclasses.replace(cfg, total_steps=(n_updates + 2) * cfg.rollout_size)
-    env = trainer.load_env(trainer.DEFAULT_ENV, {})
-
-    def run_once(out, eval_each, ckpt_each, n):
-        run_dirs = trainer.make_run_dirs(out, algo, (1,), "")
-        run = trainer._Run(algo, cfg, env, trainer.DEFAULT_ENV, {}, (1,), run_dirs,
-                           cfg.rollout_size if eval_each else 10**12,
-                           1 if ckpt_each else 10**9, "off")
+    def run_once(out, eval_each, ckpt_each, n):  # under x64: the env builds float64 physics
+        spec = RunSpec(algo=algo, env=DEFAULT_ENV, config=config, seeds=(1,), out=out,
+                       eval_every=cfg.rollout_size if eval_each else 10**12,
+                       checkpoint_every=1 if ckpt_each else 10**9)
+        env = load_env(DEFAULT_ENV, {})
+        run = Run(spec, spec.algo_config(), env, make_run_dirs(out, algo, spec.seeds, ""), "off")
         update, timed = run.compiled.update, []
 
         def timed_update(s, p):
@@ -272,7 +274,10 @@ def _trainer_overhead(algo: str, cfg, modes: dict, n_updates: int = 6) -> dict[s
         run.compiled = run.compiled._replace(update=timed_update)
         state = run.compiled.init(run.seed_keys, run.train_params)
         t0 = time.perf_counter()
-        run.loop(state, 0, 0.0, n)
+        try:
+            run.advance(state, 0, 0.0, n)
+        finally:
+            run.close()
         return (time.perf_counter() - t0 - sum(timed)) / n
 
     out = {}
