@@ -31,6 +31,7 @@ from .ctrl_c import ctrl_c_deferred
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_files import CHECKPOINT
+from .seed_groups import over_seed_groups, seed_slices, worker_count
 from .spec import RunSpec
 
 __all__ = ["Run", "CSV_FLUSH_EVERY", "EVAL_KEY_SEED"]
@@ -65,6 +66,9 @@ class Run:
         self.progress_mode = progress
         self.records = [SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
         self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
+        # Slices of the seed axis the update runs in, one thread each (seed_groups.py): as many
+        # as this machine has cores for a new run; a resume sets what its checkpoint recorded.
+        self.seed_slices = len(seed_slices(len(seeds), worker_count()))
         self.compiled = compile_algorithm(algo, env, cfg)
         self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by
         self.train_params = env.default_params
@@ -155,7 +159,8 @@ class Run:
     def _checkpoint(self, state, update: int, wall: float) -> None:
         meta = {"update": update, "step": update * self.cfg.rollout_size, "wall": wall,
                 "seeds": list(self.seeds), "best": [r.best for r in self.records],
-                "best_step": [r.best_step for r in self.records]}
+                "best_step": [r.best_step for r in self.records],
+                "seed_slices": self.seed_slices}
         # Ctrl-C waits for the whole group: every seed's files at one update, and
         # `checkpoint_update` naming the checkpoint on disk when TrainingInterrupted reads it.
         with ctrl_c_deferred():
@@ -222,10 +227,11 @@ class Run:
         tb_logs = self._tensorboard_logs()
         self.stopped_at_deadline = self.stopped_by_rule = False
         state = jax.tree_util.tree_map(jnp.asarray, state)
+        update = over_seed_groups(self.compiled.update, self.seed_slices)
         t0 = time.perf_counter()
         try:
             for i in range(start_update, end):
-                state, stats = self.compiled.update(state, self.train_params)
+                state, stats = update(state, self.train_params)
                 last = i == n_updates - 1
                 evaluating = (i + 1) % self.eval_every_updates == 0 or last
                 # Queued before the stats sync, the evaluation runs straight after the update

@@ -99,6 +99,10 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
                              ["jaxrl-train", "--resume", run_dir])
     _, header = read_checkpoint(ckpt)
     meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
+    # Split as the run was (seed_groups.py); a checkpoint without the key ran as one program.
+    slices = meta.get("seed_slices", 1)
+    if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1:
+        raise ValueError(f"{ckpt}: seed_slices: expected a positive integer, got {slices!r}")
     if extend and cfg.n_updates < meta["update"]:
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")
@@ -116,6 +120,7 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     run = Run(spec, cfg, env, run_dirs, progress)
     state, meta = load_checkpoint(ckpt, run.template())
     run.checkpoint_update = meta["update"]
+    run.seed_slices = slices
     if extend:
         record_extension(run_dirs, configs, old_total, cfg.total_steps, meta["step"])
     for rec, (rows, evals), best, best_step in zip(run.records, history, meta["best"],
