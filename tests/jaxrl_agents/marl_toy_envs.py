@@ -118,6 +118,9 @@ class RiskyCore:
     horizon: int = 8
     n_agents: int = 2
     forbid_risky: tuple = ()  # agents whose action mask always forbids "risky"
+    # Traced under x64 like the gate core it stands for: the committed IPPO run
+    # (tests/data/ippo-runs) was made so, and its checkpoint's dtypes are compared with today's.
+    requires_x64 = True
 
     @property
     def agents(self):

@@ -73,6 +73,9 @@ class Reach:
     dt: float = 0.5  # "ns" per step, for the t info field
     nan_after: int = 0
     describe: bool = True
+    # Like the gate env it mirrors (float64 observations), it asks the trainer for x64: the runs
+    # and committed numbers of these tests were made so. RunSpec(x64=False) trains it in float32.
+    requires_x64 = True
 
     @property
     def evaluation(self):

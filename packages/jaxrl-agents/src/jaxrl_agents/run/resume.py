@@ -14,11 +14,14 @@ import contextlib
 import os
 from typing import Any
 
+import jax
+
 from ..common.fileio import lock_directory
 from .algorithms import get_algorithm
 from .checkpoint import load_checkpoint, read_checkpoint
 from .checks import check_progress
 from .loop import Run
+from .precision import recorded_x64
 from .run_config import find_group, never_checkpointed, record_extension
 from .run_files import CHECKPOINT, RUN_CONFIG, check_history, read_run_config
 from .spec import RunSpec
@@ -46,7 +49,9 @@ def open_checkpoint(run_dir: str, env: Any, progress: str | None, total_steps: i
     """Check a run directory and its group, lock them into `locks`, and rebuild the run.
 
     Arguments as `trainer.resume`. Every file is checked before anything is compiled. Call under
-    ``jax.enable_x64(True)``.
+    ``jax.enable_x64(True)`` (the environment is built under it, as a new run's is); the run's
+    arrays are made under the precision config.json recorded (``run.spec.x64``, made explicit:
+    x64 for a file written before runs recorded a choice).
 
     Returns:
         (the `Run` with its records restored up to the checkpoint, the checkpoint's train state
@@ -84,6 +89,7 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         # The one road back from config.json (older files too: keys added later read as their
         # defaults); every recorded value is checked before anything compiles.
         spec = RunSpec.from_run_config(rc)
+        x64 = recorded_x64(rc)  # what the run traced under (x64 for a file without the key)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     old_total = spec.config["total_steps"]
@@ -117,8 +123,12 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     if env is None:
         raise ValueError(f"resume: {run_dir!r} trains a PettingZoo ParallelEnv stepped from "
                          f"Python, which cannot resume")
-    run = Run(spec, cfg, env, run_dirs, progress)
-    state, meta = load_checkpoint(ckpt, run.template())
+    # The run's arrays are made as the run made them (the checkpoint's dtypes), under the precision
+    # config.json recorded; the Run's spec says it explicitly, for the session to trace under.
+    spec = spec.replace(x64=x64)
+    with jax.enable_x64(x64):
+        run = Run(spec, cfg, env, run_dirs, progress)
+        state, meta = load_checkpoint(ckpt, run.template())
     run.checkpoint_update = meta["update"]
     run.seed_slices = slices
     if extend:

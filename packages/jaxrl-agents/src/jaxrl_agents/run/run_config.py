@@ -22,6 +22,7 @@ import jax
 
 from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.fileio import atomic_write_json
+from .precision import precision_record
 from .run_files import RUN_CONFIG, read_run_config
 
 if TYPE_CHECKING:  # the session imports this module
@@ -93,7 +94,8 @@ def write_run_configs(run_dirs: list[str], plan: NewRun) -> None:
             "eval_every": spec.eval_every, "checkpoint_every": spec.checkpoint_every,
             "report_every": spec.report_every, "preset": spec.preset,
             "devices": [str(x) for x in jax.devices()],
-            "precision": {"x64": True, "network": "float32"},
+            # What the run traces under (`precision.run_x64`); a resume reads it back.
+            "precision": precision_record(plan.x64),
             # Only fine-tuning runs carry the key: earlier config.json files stay as they were.
             **({"init_from": plan.init_record} if plan.init_record is not None else {}),
             # Likewise "tensorboard" (a resume keeps writing event files); a missing key is off.

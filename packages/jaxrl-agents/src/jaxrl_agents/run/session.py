@@ -38,6 +38,7 @@ from .algorithms import canonical_name, get_algorithm, make_config
 from .checks import check_argv, check_pos_int, check_progress, check_time_budget
 from .init_from import load_init_params
 from .loop import Run
+from .precision import run_x64
 from .results import TrainResult
 from .resume import open_checkpoint
 from .run_config import write_run_configs
@@ -68,6 +69,7 @@ class NewRun:
     model: Any = None
     init_params: Any = None
     init_record: Any = None
+    x64: bool = True  # the precision the run traces under (`precision.run_x64`)
 
     # The spec's fields under the names the run's pieces read.
     algo = property(lambda self: self.spec.algo)
@@ -153,7 +155,9 @@ def plan_run(spec: RunSpec, env: Any = None, progress: str | None = None,
     """Check what starting `spec` needs beyond the spec, and build its environment.
 
     The environment is built under ``jax.enable_x64(True)`` (float64 environments refuse to
-    build without it); the ``init_from`` policy is read and checked against the network.
+    build without it); the run's programs will be traced under ``plan.x64``: the spec's ``x64``,
+    else the environment's ``requires_x64`` (`precision.run_x64`). The ``init_from`` policy is
+    read and checked against the network.
 
     Args:
         spec: the run.
@@ -179,6 +183,7 @@ def plan_run(spec: RunSpec, env: Any = None, progress: str | None = None,
             require_tensorboardx()
         entry = get_algorithm(spec.algo)
         plan.env_spec, plan.env_obj = entry.environment(plan.env, plan.env_options, cfg)
+        plan.x64 = run_x64(spec.x64, plan.env_obj)
         if plan.steps_from_python:  # no network to build here: IPPO.train builds its own
             return plan
         plan.model = entry.networks(plan.env_obj, cfg)
@@ -199,8 +204,10 @@ class Session:
         n_updates: updates of the whole run.
     """
 
-    def __init__(self, run: Run, state, update: int, wall: float, locks: contextlib.ExitStack):
+    def __init__(self, run: Run, state, update: int, wall: float, locks: contextlib.ExitStack,
+                 x64: bool = True):
         self._run, self._state, self._locks = run, state, locks
+        self._x64 = x64  # every program of the run is traced and run under this
         self.update, self._wall = update, wall
         self._broken = False
 
@@ -247,7 +254,9 @@ class Session:
                 f"{plan.algo} --env MODULE:FACTORY; a functional multi-agent core (or a ParallelEnv "
                 "exposing one as env.core, with n_envs > 1) trains here")
         p = plan
-        with jax.enable_x64(True):
+        # The run's arrays (env params, seed keys, the first state) are made under its precision
+        # too, so a resume (which makes them again under the recorded one) gets the same dtypes.
+        with jax.enable_x64(p.x64):
             run_dirs = make_run_dirs(p.out, p.algo, p.seeds, p.tag)
             locks = contextlib.ExitStack()
             try:
@@ -263,7 +272,7 @@ class Session:
                 locks.close()
                 remove_new_run_dirs(run_dirs)
                 raise
-        return cls(run, state, 0, 0.0, locks)
+        return cls(run, state, 0, 0.0, locks, p.x64)
 
     @classmethod
     def resume(cls, run_dir: str, env: Any = None, progress: str | None = None,
@@ -280,7 +289,7 @@ class Session:
         except BaseException:
             locks.close()
             raise
-        return cls(run, state, meta["update"], meta["wall"], locks)
+        return cls(run, state, meta["update"], meta["wall"], locks, run.spec.x64)
 
     # ---------------------------------------------------------------------------- training
     @property
@@ -331,7 +340,7 @@ class Session:
         deadline = None if time_budget is None else time.monotonic() + time_budget
         if not self.finished:
             self._broken = True  # until the updates are done: the input state is donated
-            with jax.enable_x64(True):
+            with jax.enable_x64(self._x64):
                 self._state, self.update, self._wall = self._run.advance(
                     self._state, self.update, self._wall, n_updates, deadline, stop_when)
             self._broken = False

@@ -72,6 +72,9 @@ class RunSpec:
         tensorboard: also write TensorBoard event files (a resume keeps writing them).
         time_budget: seconds of wall-clock a command gives the run (``--minutes`` x 60); the run
             stops on a checkpoint past it. None: no budget.
+        x64: trace the run's programs under JAX's x64 mode (True) or in float32 (False); None:
+            the environment decides (its ``requires_x64``, `precision.env_requires_x64`). The
+            networks are float32 either way. config.json records what the run used.
     """
 
     algo: str = "ppo"
@@ -88,6 +91,7 @@ class RunSpec:
     init_from: str | None = None
     tensorboard: bool = False
     time_budget: float | None = None
+    x64: bool | None = None
 
     def __post_init__(self):
         def put(name, value):  # frozen: normalised values are set once, here
@@ -135,6 +139,9 @@ class RunSpec:
         if not isinstance(self.tensorboard, bool):
             raise ValueError(f"tensorboard: expected True or False, got {self.tensorboard!r}")
         put("time_budget", check_time_budget(self.time_budget))
+        if not (self.x64 is None or isinstance(self.x64, bool)):
+            raise ValueError(f"x64: expected True, False or None (the environment decides), got "
+                             f"{self.x64!r}")
 
     # ------------------------------------------------------------------------ derived values
     def algo_config(self):
@@ -207,7 +214,9 @@ class RunSpec:
 
         Reads every config.json this package wrote, also before RunSpec: keys added later
         (``report_every``, ``preset``, ``tensorboard``, ``init_from``, ``time_budget``) read as
-        their defaults when absent. ``init_from`` is the recorded source's path.
+        their defaults when absent. ``init_from`` is the recorded source's path. ``x64`` is the
+        spec's choice (None where the environment decided); what the run used is config.json's
+        ``precision`` (`precision.recorded_x64`), which a resume traces under.
 
         Raises:
             ValueError: a recorded value fails its check (the caller names the file).
@@ -223,17 +232,20 @@ class RunSpec:
             checkpoint_every=rc["checkpoint_every"], report_every=rc.get("report_every"),
             out=rc.get("out") or "runs", tag=rc.get("tag", ""), preset=rc.get("preset"),
             init_from=init.get("path") if isinstance(init, Mapping) else None,
-            tensorboard=tensorboard,
+            tensorboard=tensorboard, x64=rc.get("x64"),
             time_budget=None if budget is None or (isinstance(budget, float)
                                                    and not math.isfinite(budget)) else budget)
 
     def run_config_keys(self) -> dict[str, Any]:
         """The config.json keys this spec adds beyond the ones every run has always had.
 
-        Only set values are written (``time_budget``), so earlier files and new ones without
-        them read alike.
+        Only set values are written (``time_budget``, ``x64``), so earlier files and new ones
+        without them read alike.
         """
-        return {"time_budget": self.time_budget} if self.time_budget is not None else {}
+        keys = {"time_budget": self.time_budget} if self.time_budget is not None else {}
+        if self.x64 is not None:  # the spec's override; "precision" records what the run used
+            keys["x64"] = self.x64
+        return keys
 
 
 SPEC_KEYS = tuple(f.name for f in dataclasses.fields(RunSpec))

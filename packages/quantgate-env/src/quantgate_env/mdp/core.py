@@ -183,6 +183,16 @@ class GateCore:
         return self.config.env.n_steps
 
     @property
+    def requires_x64(self) -> bool:
+        """Whether callers must trace this core under JAX's x64 mode (docs/contracts.md).
+
+        True for the default ``precision="float64"`` (its functions refuse to trace without x64:
+        float32 rounding moves J_T by ~1e-4), False for ``"float32"``. A trainer reads it to
+        decide its run's precision.
+        """
+        return self.config.env.precision == "float64"
+
+    @property
     def default_params(self) -> EnvParams:
         """Training parameters: the nominal device with the configured drift half-widths.
 

@@ -50,6 +50,14 @@ class CoreView:
         return self._lines_config.env.n_steps
 
     @property
+    def requires_x64(self) -> bool:
+        """Whether callers must trace this environment under JAX's x64 mode (docs/contracts.md).
+
+        True for the default ``precision="float64"`` physics, False for ``"float32"``.
+        """
+        return self.core.requires_x64
+
+    @property
     def default_params(self) -> EnvParams:
         """Training parameters: the nominal device with the configured drift half-widths.
 
