@@ -7,6 +7,10 @@ directory exists or anything compiles.
 - A `Stage` is one algorithm with its config and step budget. It may end early once its best
   evaluation score is below ``until_below`` (the next stage takes over from there), and it may
   start from the previous stage's best policy with a smaller exploration std (``log_std``).
+- A stage's ``population`` trains that many members together, one seed group whose slices run on
+  separate cores (`run.seed_groups`): on 2 cores two members cost about the wall-clock of one.
+  The members' best score is the stage's (its end, its early test), and the next stage starts
+  from the best member's best policy.
 - A `RestartRule` on a stage is an early test: an attempt whose best score is not below ``below``
   after ``within_steps`` of its steps is set aside (its directory is kept) and the stage starts
   again from scratch with the next attempt seed; the last attempt is kept whatever it reaches.
@@ -23,16 +27,25 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RestartRule", "Stage", "Recipe", "attempt_seed", "ATTEMPT_SEED_STRIDE"]
+__all__ = ["RestartRule", "Stage", "Recipe", "attempt_seed", "member_seed", "ATTEMPT_SEED_STRIDE",
+           "MEMBER_SEED_STRIDE"]
 
 # Attempt n (1-based) of a seed trains with seed + ATTEMPT_SEED_STRIDE * (n - 1): far from the
 # seeds a user types, so two staged runs with nearby seeds never share an attempt's randomness.
 ATTEMPT_SEED_STRIDE = 1000
+# Member m (0-based) of an attempt's population trains with its seed + MEMBER_SEED_STRIDE * m:
+# beyond any attempt's stride, so no member shares a seed with another attempt of the run.
+MEMBER_SEED_STRIDE = 100_000
 
 
 def attempt_seed(seed: int, attempt: int) -> int:
-    """The seed that attempt `attempt` (1-based) of a stage trains with."""
+    """The seed that attempt `attempt` (1-based) of a stage trains with (its first member's)."""
     return seed + ATTEMPT_SEED_STRIDE * (attempt - 1)
+
+
+def member_seed(seed: int, member: int) -> int:
+    """The seed of member `member` (0-based) of a population whose first member has `seed`."""
+    return seed + MEMBER_SEED_STRIDE * member
 
 
 def _positive_float(where: str, name: str, value) -> float:
@@ -88,6 +101,8 @@ class Stage:
         log_std: for a stage after the first: the natural log of the std every action dimension
             starts with (the previous stage's learned std is replaced); None keeps the learned std.
         restart: the stage's early test (`RestartRule`), or None.
+        population: members trained together in each attempt (different seeds, one program
+            split over cores); the stage's score is their best.
     """
 
     name: str
@@ -97,6 +112,7 @@ class Stage:
     until_below: float | None = None
     log_std: float | None = None
     restart: RestartRule | None = None
+    population: int = 1
 
     def __post_init__(self):
         where = f"stage {self.name!r}"
@@ -117,6 +133,7 @@ class Stage:
         if self.restart is not None and not isinstance(self.restart, RestartRule):
             raise ValueError(f"{where}: restart: expected a RestartRule or None, got "
                              f"{self.restart!r}")
+        _positive_int(where, "population", self.population)
 
     def algo_config(self) -> dict[str, Any]:
         """The config fields of the stage's run (the stage's fields, its steps, its std)."""
@@ -129,6 +146,8 @@ class Stage:
         """JSON-able form (`from_dict` inverts it)."""
         d = dataclasses.asdict(self)
         d["config"] = dict(self.config)
+        if self.population == 1:  # as recipes were written before populations: records unchanged
+            del d["population"]
         return d
 
     @classmethod

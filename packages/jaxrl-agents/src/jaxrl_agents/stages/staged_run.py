@@ -9,7 +9,8 @@ as one command in one directory::
         best_policy/           the best policy over every stage so far
         ppo_..._s<seed>_1-explore-a1/     each attempt is an ordinary run directory (config.json,
         ppo_..._s<seed+1000>_1-explore-a2/  progress.csv, evals.npz, checkpoint.npz, policies)
-        trpo_..._s<seed>_2-polish-a1/
+        trpo_..._s<seed>_2-polish-a1/      (a stage with a population of K: K run directories per
+        trpo_..._s<seed+100000>_2-polish-a1/ attempt, one per member, trained as one seed group)
 
 Every decision (an attempt set aside, a stage ended early) is a pure function of the attempt's
 records (its best evaluation score and update count), taken by a `stop_when` rule after each update
@@ -36,7 +37,7 @@ from ..run.checks import check_env_options
 from ..run.run_files import CHECKPOINT, check_out, make_run_dirs, read_json_object, remove_new_run_dirs
 from ..run.session import Session
 from ..run.spec import RunSpec
-from .recipe import Recipe, Stage, attempt_seed
+from .recipe import Recipe, Stage, attempt_seed, member_seed
 from .timeline import StagedResult, staged_result
 
 __all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "read_staged_run", "FORMAT"]
@@ -63,17 +64,27 @@ class _Attempt:
 
     stage: int              # index into recipe.stages
     attempt: int            # 1-based
-    seed: int
-    dir: str                # relative to the top directory
+    seed: int               # its first member's
+    dir: str                # relative to the top directory: the best member's run directory
     end: str | None = None  # None while it runs; BELOW, BUDGET or TEST_FAILED
     steps: int = 0          # steps trained when it last stopped
     wall: float = 0.0       # seconds of training when it last stopped
     best: float = math.inf  # best evaluation score (to minimise) when it last stopped
     best_step: int = -1
+    # Every member's run directory, in seed order, for a population of two or more (empty: one
+    # member, `dir`; records written before populations have none).
+    members: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def member_dirs(self) -> list[str]:
+        """The run directories of the attempt's members (relative to the top directory)."""
+        return list(self.members) or [self.dir]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["best"] = None if not math.isfinite(self.best) else self.best
+        if not self.members:  # a record of one member reads as it did before populations
+            del d["members"]
         return d
 
     @classmethod
@@ -82,20 +93,29 @@ class _Attempt:
             a = cls(**{**d, "best": math.inf if d.get("best") is None else d["best"]})
         except TypeError as e:
             raise ValueError(f"{where}: attempts: {e}") from None
-        if a.end not in (None, BELOW, BUDGET, TEST_FAILED) or not isinstance(a.dir, str) \
-                or os.path.isabs(a.dir) or ".." in a.dir.split(os.sep):
+        if a.end not in (None, BELOW, BUDGET, TEST_FAILED) or not isinstance(a.members, list) \
+                or not all(isinstance(m, str) and not os.path.isabs(m)
+                           and ".." not in m.split(os.sep) for m in [a.dir, *a.members]):
             raise ValueError(f"{where}: attempts: an entry is not one this code writes: {d!r}")
         return a
 
 
+def _best(records) -> tuple[int, float]:
+    """(member index, score) of the best member of an attempt's seed group (the first on ties)."""
+    return min(enumerate(r.best for r in records), key=lambda ib: (ib[1], ib[0]))
+
+
 def _stop_rule(stage: Stage, attempt: int, rollout_size: int):
-    """The `Session.advance` ``stop_when`` of an attempt: its stage's end or its early test."""
+    """The `Session.advance` ``stop_when`` of an attempt: its stage's end or its early test.
+
+    Both read the best member's score: a population passes its test, and ends its stage, on its
+    best member."""
     restart = stage.restart
     tested = restart is not None and attempt < restart.attempts
     test_update = restart.test_update(rollout_size) if tested else -1
 
     def stop_when(update: int, records) -> bool:
-        best = records[0].best
+        best = _best(records)[1]
         if stage.until_below is not None and best < stage.until_below:
             return True
         return update == test_update and not best < restart.below
@@ -105,7 +125,7 @@ def _stop_rule(stage: Stage, attempt: int, rollout_size: int):
 
 def _decision(session: Session, stage: Stage, attempt: int) -> str | None:
     """How the attempt open in `session` ends now (None: it goes on); the stop rule's verdict."""
-    best = session.records[0].best
+    best = _best(session.records)[1]
     if stage.until_below is not None and best < stage.until_below:
         return BELOW
     r = stage.restart
@@ -281,7 +301,8 @@ class StagedRun:
         return _Attempt(stage, n, seed, "")
 
     def _source_dir(self, stage: int) -> str | None:
-        """The run directory a stage starts from: the previous stage's last (kept) attempt."""
+        """The run directory a stage starts from: the previous stage's last (kept) attempt's best
+        member."""
         if stage == 0:
             return None
         kept = [a for a in self._attempts if a.stage == stage - 1 and a.end != TEST_FAILED]
@@ -294,9 +315,10 @@ class StagedRun:
         if att.stage > 0 and stage.log_std is None:
             fields["log_std_init"] = 0.0  # keep the std the previous stage learned
         source = self._source_dir(att.stage)
+        seeds = tuple(member_seed(att.seed, m) for m in range(stage.population))
         spec = RunSpec(
             algo=stage.algo, env=self._record["env"], env_options=self._record["env_options"],
-            config=fields, seeds=(att.seed,), eval_every=1, out=self.top,
+            config=fields, seeds=seeds, eval_every=1, out=self.top,
             tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
             checkpoint_every=self._record["checkpoint_every"], preset=self.recipe.name,
             init_from=source)
@@ -304,6 +326,8 @@ class StagedRun:
         # eval_every=1 rounds up to one update: every update is evaluated, so the best score (and
         # each decision taken on it) sees every policy the stage produces.
         att.dir = os.path.relpath(session.run_dirs[0], self.top)
+        if len(session.run_dirs) > 1:
+            att.members = [os.path.relpath(d, self.top) for d in session.run_dirs]
         self._attempts.append(att)
         self._write()
         return session
@@ -315,13 +339,14 @@ class StagedRun:
         dropped from the record, so the loop opens it again from scratch; with the same seed it
         recomputes the same updates, bit for bit.
         """
-        path = os.path.join(self.top, att.dir)
-        target, k = path + ".interrupted", 1
-        while os.path.exists(target):
-            k += 1
-            target = f"{path}.interrupted-{k}"
-        if os.path.isdir(path):
-            os.replace(path, target)
+        for member in att.member_dirs:
+            path = os.path.join(self.top, member)
+            target, k = path + ".interrupted", 1
+            while os.path.exists(target):
+                k += 1
+                target = f"{path}.interrupted-{k}"
+            if os.path.isdir(path):
+                os.replace(path, target)
         self._attempts.pop()
         self._write()
         self._echo(f"stage {att.stage + 1} {self.recipe.stages[att.stage].name}: attempt "
@@ -332,6 +357,9 @@ class StagedRun:
         stage = self.recipe.stages[att.stage]
         n = len(self.recipe.stages)
         tries = f", attempt {att.attempt} of {stage.restart.attempts}" if stage.restart else ""
+        if stage.population > 1:
+            seeds = ", ".join(str(member_seed(att.seed, m)) for m in range(stage.population))
+            tries += f", {stage.population} members (seeds {seeds})"
         start = "from scratch" if att.stage == 0 else \
             f"from stage {att.stage}'s best policy" + (
                 f", std {math.exp(stage.log_std):.3g}" if stage.log_std is not None else "")
@@ -341,7 +369,7 @@ class StagedRun:
     def _end(self, att: _Attempt, end: str) -> None:
         stage = self.recipe.stages[att.stage]
         att.end = end
-        score = self._session.records[0].best
+        score = _best(self._session.records)[1]
         if end == TEST_FAILED:
             r = stage.restart
             self._echo(f"stage {att.stage + 1} {stage.name}: attempt {att.attempt} set aside: its "
@@ -354,10 +382,16 @@ class StagedRun:
             self._echo(f"stage {att.stage + 1} {stage.name}: budget done, best {score:.3e}")
 
     def _sync(self, att: _Attempt) -> None:
-        """Copy the open session's position and best into the attempt's record."""
+        """Copy the open session's position and best member into the attempt's record.
+
+        ``steps`` count one member's (the run's clock); a population of K collected K times as
+        many environment steps in the same updates and wall-clock.
+        """
         s = self._session
+        member, best = _best(s.records)
         att.steps, att.wall = s.update * s.rollout_size, s.wall
-        att.best, att.best_step = s.records[0].best, s.records[0].best_step
+        att.best, att.best_step = best, s.records[member].best_step
+        att.dir = att.member_dirs[member]
 
     def _keep_best_policy(self) -> None:
         """Point best_policy/ at the best attempt so far (copied when it changes)."""

@@ -3,7 +3,8 @@
 Each attempt is an ordinary run directory whose ``step`` and ``wall`` columns start at zero. The
 run's own clock puts them end to end in the order they ran, set-aside attempts included (their time
 was spent), so "steps and wall time to J_T < 1e-4" counts everything a user waited for. Each
-attempt's files are read through `run.rundir.RunDir`.
+attempt's files are read through `run.rundir.RunDir`. An attempt of a population scores each update
+by its best member; its steps are one member's (the members trained in the same updates).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class TimelineRow:
         wall: seconds of training since the run started.
         score: the evaluation score of this update (the env's, to minimise).
         attempt: index of the attempt in staged_run.json's ``attempts``.
-        row: the attempt's progress row (strings, as progress.csv holds them).
+        row: the attempt's progress row (strings, as progress.csv holds them); for a
+            population, the row of the member with the best score at this update.
     """
 
     step: int
@@ -60,11 +62,16 @@ def timeline(top: str, attempts: list[dict], score: str = "JT_min", score_mode: 
     out: list[TimelineRow] = []
     step0, wall0 = 0, 0.0
     for i, a in enumerate(attempts):
-        rows = RunDir(os.path.join(top, a["dir"])).rows()
-        for r in rows:
-            s = _score(r, f"eval_{score}", sign)
-            if not math.isnan(s):
-                out.append(TimelineRow(step0 + int(r["step"]), wall0 + float(r["wall"]), s, i, r))
+        # A population's members trained in one program: row k of each is the same update.
+        members = [RunDir(os.path.join(top, d)).rows() for d in a.get("members") or [a["dir"]]]
+        rows = members[0]
+        for k, r in enumerate(rows):
+            scored = [(_score(m[k], f"eval_{score}", sign), m[k]) for m in members if k < len(m)]
+            scored = [(s, row) for s, row in scored if not math.isnan(s)]
+            if scored:
+                s, row = min(scored, key=lambda sr: sr[0])  # the update's best member
+                out.append(TimelineRow(step0 + int(r["step"]), wall0 + float(r["wall"]), s, i,
+                                       row))
         if rows:
             step0 += int(rows[-1]["step"])
             wall0 += float(rows[-1]["wall"])
