@@ -35,10 +35,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 NET = {"n_envs": 4, "n_steps": 128, "hidden": [16, 16]}
 ROLLOUT = 4 * 128
 # Explore: attempt 1 must reach J_T < 1e-12 within one update (no 6 ns policy can), so it is set
-# aside and attempt 2 (seed + 1000), the last allowed, trains the stage; polish: TRPO from its best.
+# aside and attempt 2 (seed + 1000), the last allowed, trains the stage, each attempt a population
+# of two members (as the gate recipe's); polish: TRPO from the best member's best policy.
 TINY = Recipe("tiny", "a test recipe", {"T": 6.0, "pulse_length": 120}, (
     Stage("explore", "ppo", {**NET, "n_epochs": 1, "n_minibatches": 4}, 3 * ROLLOUT,
-          restart=RestartRule(1e-12, ROLLOUT, 2)),
+          restart=RestartRule(1e-12, ROLLOUT, 2), population=2),
     Stage("polish", "trpo", {**NET, "batch_size": 128, "n_critic_updates": 2,
                              "activation": "tanh"}, 2 * ROLLOUT)),
     thresholds=(1e-2,), reference=(PAPER_JT, "the paper's gate"))
