@@ -15,31 +15,43 @@ from jaxrl_agents.common.minibatch import minibatch_epochs
 from jaxrl_agents.common.permutation import permutation, stable_argsort_u32
 
 
+@pytest.mark.parametrize("use_x64", [True, False], ids=["x64", "float32"])
 @pytest.mark.parametrize("n", [1, 2, 5, 64, 1000, 8192, 70_000])
-def test_permutation_is_jax_random_permutation(x64, n):
-    ours = jax.jit(lambda k: permutation(k, n))  # one program per n, run on every key
-    for seed in range(4):
-        key = jax.random.PRNGKey(seed)
-        np.testing.assert_array_equal(np.asarray(ours(key)), np.asarray(jax.random.permutation(key, n)))
+def test_permutation_is_jax_random_permutation(use_x64, n):
+    with jax.enable_x64(use_x64):
+        ours = jax.jit(lambda k: permutation(k, n))  # one program per n, run on every key
+        for seed in range(4):
+            key = jax.random.PRNGKey(seed)
+            np.testing.assert_array_equal(np.asarray(ours(key)),
+                                          np.asarray(jax.random.permutation(key, n)))
 
 
-def test_permutation_without_x64_falls_back_to_jax():
+def test_permutation_without_x64_sorts_uint32_only():
+    """Float32 runs (issue 36) get the radix path: JAX's permutation, with no comparator sort."""
     with jax.enable_x64(False):
         key = jax.random.PRNGKey(3)
         np.testing.assert_array_equal(np.asarray(permutation(key, 300)),
                                       np.asarray(jax.random.permutation(key, 300)))
+        jaxpr = str(jax.make_jaxpr(lambda k: permutation(k, 2048))(key))
+    sorts = [line for line in jaxpr.splitlines() if " sort[" in line]
+    assert sorts and all("num_keys=1" in line and "u32[" in line for line in sorts), sorts
+    assert "u64" not in jaxpr
 
 
-def test_stable_argsort_keeps_tied_keys_in_order(x64):
-    # Ties are what the packing must get right (32-bit keys of 8192 rows tie ~1 % of the time).
-    keys = np.array([3, 1, 3, 0, 1, 2**32 - 1, 0, 3, 2**31], np.uint32)
-    ours = np.asarray(stable_argsort_u32(jnp.asarray(keys)))
-    np.testing.assert_array_equal(ours, [3, 6, 1, 4, 0, 2, 7, 8, 5])
-    np.testing.assert_array_equal(ours, np.argsort(keys, kind="stable"))
-    rng = np.random.default_rng(0)
-    many = rng.integers(0, 50, 5000).astype(np.uint32)
-    np.testing.assert_array_equal(np.asarray(stable_argsort_u32(jnp.asarray(many))),
-                                  np.argsort(many, kind="stable"))
+@pytest.mark.parametrize("use_x64", [True, False], ids=["uint64 packing", "uint32 radix"])
+def test_stable_argsort_keeps_tied_keys_in_order(use_x64):
+    # Ties are what the packing must get right (32-bit keys of 8192 rows tie ~1 % of the time);
+    # the radix path must also order keys that differ only in their high bits (its last pass).
+    with jax.enable_x64(use_x64):
+        keys = np.array([3, 1, 3, 0, 1, 2**32 - 1, 0, 3, 2**31], np.uint32)
+        ours = np.asarray(stable_argsort_u32(jnp.asarray(keys)))
+        np.testing.assert_array_equal(ours, [3, 6, 1, 4, 0, 2, 7, 8, 5])
+        np.testing.assert_array_equal(ours, np.argsort(keys, kind="stable"))
+        rng = np.random.default_rng(0)
+        for many in (rng.integers(0, 50, 5000).astype(np.uint32),
+                     (rng.integers(0, 4, 70_000) * (2**30 + 12345)).astype(np.uint32)):
+            np.testing.assert_array_equal(np.asarray(stable_argsort_u32(jnp.asarray(many))),
+                                          np.argsort(many, kind="stable"))
 
 
 def test_minibatch_epochs_visits_jax_permutations_in_order(x64):
