@@ -10,10 +10,12 @@ reader of a run directory: spec, status, progress, evaluations, best policy, tim
 (`train`, `resume`), `session.py` (`Session`, a new run's checked plan), `loop.py` (the update
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
-`records.py` (per-seed rows, evaluations and policies), `results.py` (`TrainResult`, the errors),
-`checkpoint.py`, `ctrl_c.py` (Ctrl-C held back while a checkpoint is written), `init_from.py`
-(fine-tuning starts), `tensorboard.py` (event files), and `cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a PettingZoo ParallelEnv
-stepped from Python has no session; ``jaxrl-train`` runs it (`console.parallel_env_run`).
+`records.py` (per-seed rows, evaluations and policies), `seed_groups.py` (a seed group's update
+split over cores), `results.py` (`TrainResult`, the errors), `checkpoint.py`, `ctrl_c.py` (Ctrl-C
+held back while a checkpoint is written), `init_from.py` (fine-tuning starts), `tensorboard.py`
+(event files), and `cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a
+PettingZoo ParallelEnv stepped from Python has no session; ``jaxrl-train`` runs it
+(`console.parallel_env_run`).
 
 The names below load on first use (PEP 562): ``jaxrl-train --help`` should not import the
 trainer. File I/O (atomic writes, locks) lives in `common.fileio`; its names are re-exported here.

@@ -1,0 +1,145 @@
+"""Seeds trained together against apart, per seed and update, in one process (issue 36, item 3).
+
+    uv run --locked python bench/seeds_together.py [--seeds 8] [--rounds 5] [--algos ppo trpo]
+
+For each configuration, on the gate environment with the paper's hyper-parameters (PPO 64 envs x
+128 steps, 10 epochs x 32 minibatches of 256; TRPO 4 envs x 2048 steps, and the 16 x 512 option
+the gate recipe polishes with), three ways to train S seeds:
+
+- **apart**: one seed's compiled update (what S separate runs would each pay), per seed;
+- **one program**: the S seeds in one compiled update (the seed axis vmapped through the rollout,
+  learning seed after seed), as the trainer ran them before seed slices;
+- **slices**: the trainer's way now (`run.seed_groups`): the S seeds split into one slice per
+  core, each slice's update in its own thread.
+
+Every case is compiled first; then rounds interleave the cases (so a burst of load on a shared
+machine hits all of them alike) and the medians over rounds are printed with the ratio apart /
+together. The PPO rows also give the update's achieved GFLOP/s (its network passes counted from
+the layer shapes) beside a plain `jnp.dot` at the learning step's shape (256 x 128 x 128) and at
+8192 rows, measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+CONFIGS = {
+    "ppo": ("ppo", {}),
+    "trpo": ("trpo", {}),
+    "trpo-16x512": ("trpo", {"n_envs": 16, "n_steps": 512, "activation": "tanh"}),
+}
+
+
+def _layer_flops(sizes: list[int], rows: int) -> float:
+    """Multiply-adds x 2 of one forward pass of an MLP with layer `sizes` over `rows` rows."""
+    return 2.0 * rows * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def ppo_update_gflop(cfg, obs_dim: int, act_dim: int) -> float:
+    """GFLOP of one PPO update's network passes: rollout forward passes, then each gradient step's
+    forward and backward (backward = 2 x forward: the input and the weight gradients)."""
+    hidden = list(cfg.hidden)
+    actor, critic = [obs_dim, *hidden, act_dim], [obs_dim, *hidden, 1]
+    rollout = _layer_flops(actor, cfg.rollout_size) + _layer_flops(critic, cfg.rollout_size)
+    mb = cfg.rollout_size // cfg.n_minibatches
+    step = 3 * (_layer_flops(actor, mb) + _layer_flops(critic, mb))
+    return (rollout + cfg.n_epochs * cfg.n_minibatches * step) / 1e9
+
+
+def dot_gflops(rows: int, inner: int, cols: int, reps: int = 200) -> float:
+    """Achieved GFLOP/s of a jitted float32 (rows x inner) @ (inner x cols), median of 5 timings."""
+    a = jnp.ones((rows, inner), jnp.float32)
+    b = jnp.ones((inner, cols), jnp.float32)
+    if inner != cols:
+        raise ValueError(f"cols: expected the chain's square shape ({inner}), got {cols}")
+
+    @jax.jit
+    def many(a, b):
+        def body(x, _):  # a chain of products: each needs the whole previous one
+            return (x @ b) * (1.0 / inner), None
+        return jax.lax.scan(body, a, None, length=reps)[0]
+
+    many(a, b).block_until_ready()
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        many(a, b).block_until_ready()
+        times.append(time.perf_counter() - t)
+    return 2.0 * rows * inner * cols * reps / statistics.median(times) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=8, help="S, the seeds trained together")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
+    ap.add_argument("--algos", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    args = ap.parse_args()
+
+    import quantgate_env
+    from jaxrl_agents.run.algorithms import compile_algorithm, make_config
+    from jaxrl_agents.run.seed_groups import over_seed_groups, seed_slices, worker_count
+
+    S = args.seeds
+    slices = len(seed_slices(S, worker_count()))
+    cases = {}  # (config, way) -> [update, state, n_seeds]
+    with jax.enable_x64(True):
+        env = quantgate_env.make()
+        params = env.default_params
+        for name in args.algos:
+            algo, over = CONFIGS[name]
+            cfg = make_config(algo, {"total_steps": 20_000_000, **over})
+            compiled = compile_algorithm(algo, env, cfg)
+            for way, n, update in (("apart", 1, compiled.update),
+                                   ("one program", S, compiled.update),
+                                   (f"{slices} slices", S, over_seed_groups(compiled.update, slices))):
+                state = compiled.init(jnp.stack([jax.random.PRNGKey(s) for s in range(n)]), params)
+                state, _ = update(state, params)  # compiles
+                jax.block_until_ready(state)
+                cases[(name, way)] = [update, state, n, cfg]
+            print(f"compiled {name}", flush=True)
+        times = {key: [] for key in cases}
+        for _ in range(args.rounds):
+            for key, case in cases.items():
+                update, state, n, _ = case
+                t = time.perf_counter()
+                state, _ = update(state, params)
+                jax.block_until_ready(state)
+                times[key].append((time.perf_counter() - t) / n)
+                case[1] = state
+        small, large = dot_gflops(256, 128, 128), dot_gflops(8192, 128, 128)
+    load = os.getloadavg()
+
+    print(f"\nseeds together vs apart: gate env, paper hyper-parameters, S = {S} seeds, "
+          f"{slices} slices on {worker_count()} cores, medians of {args.rounds} interleaved rounds, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    print("| config | way | s per seed and update | env steps/s (all seeds) | apart / this |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in args.algos:
+        apart = statistics.median(times[(name, "apart")])
+        for (n, way), ts in times.items():
+            if n != name:
+                continue
+            m = statistics.median(ts)
+            cfg = cases[(n, way)][3]
+            print(f"| {name} | {way} | {m:.3f} | {cfg.rollout_size / m:,.0f} | {apart / m:.2f}x |")
+    if "ppo" in args.algos:
+        cfg = cases[("ppo", "apart")][3]
+        obs_dim = env.observation_space.shape[0]
+        act_dim = env.action_space.shape[0]
+        gflop = ppo_update_gflop(cfg, obs_dim, act_dim)
+        print(f"\nPPO update: {gflop:.1f} GFLOP of network passes")
+        for way in ("apart", "one program", f"{slices} slices"):
+            m = statistics.median(times[("ppo", way)])
+            print(f"  {way:<12} {gflop / m:6.1f} GFLOP/s")
+        print(f"  jnp.dot 256 x 128 x 128:  {small:6.1f} GFLOP/s;  8192 x 128 x 128: {large:6.1f} "
+              f"GFLOP/s (same process)")
+
+
+if __name__ == "__main__":
+    main()
