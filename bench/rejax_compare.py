@@ -1,24 +1,45 @@
-"""jaxrl-agents PPO against rejax's PPO on gymnax CartPole-v1, in one process.
+"""jaxrl-agents PPO against rejax's PPO, matched, in one process (issue 36).
 
-The same env, budget and hyper-parameters for both.
+    uv run --locked --group test python bench/rejax_compare.py [--env cartpole gate] [--rounds 5]
+        [--updates 32]
 
-    uv run --locked --group test python bench/rejax_compare.py [--seeds 0 1 2] [--updates 32]
+Both sides train 16 envs x 128 steps per update for `--updates` updates, 4 epochs x 4
+minibatches, constant lr 3e-4 (our harmonic decay off), Adam eps 1e-8 (rejax's), gamma 0.99,
+lambda 0.95, clip 0.2, vf_coef 0.5, no entropy bonus, gradient clip 0.5, tanh MLP (64, 64) actor
+and critic, in float32 (no x64 anywhere: CartPole declares no need for it, and the gate env is
+built with ``precision="float32"``, the build a float32 stack such as rejax takes). Two
+environments:
 
-Both train 16 envs x 128 steps per update for `--updates` updates, 4 epochs x 4 minibatches,
-constant lr 3e-4 (our harmonic decay off), Adam eps 1e-8 (rejax's), gamma 0.99, lambda 0.95,
-clip 0.2, vf_coef 0.5, no entropy bonus, grad-norm clip 0.5, tanh MLP (64, 64) actor and critic.
-Not equal (each library's own choice): network init (ours: SB3's orthogonal gains; rejax: flax's
-lecun normal), and time limits: rejax 0.1.3 unpacks gymnax < 1.0's five-value step, so it gets
-a view with done = terminated | truncated (`_FiveValueCartPole`) and does not bootstrap an
-episode cut at 500 steps, while ours bootstraps V(final_obs) there (SB3's rule).
+- ``cartpole``: gymnax CartPole-v1; rejax gets a view with done = terminated | truncated
+  (`_FiveValueCartPole`: rejax 0.1.3 unpacks gymnax < 1.0's five-value step);
+- ``gate``: quantgate-env's paper pulse (333 steps): ours trains the functional env
+  (``quantgate_env.make(precision="float32")``), rejax the same env through its gymnax adapter with
+  the documented one-line view, ``quantgate_env.gymnax.LegacyStepView(quantgate_env.gymnax.make(
+  precision="float32"))``.
 
-Throughput: env steps per second of whole updates (rollout + GAE + all gradient steps), after
-compilation (timed separately; our update program is compiled once and reused by the later
-seeds, rejax's ``train`` is compiled per call), median over the seeds. Ours runs as the trainer
-runs it, under x64 (gymnax's CartPole then steps in float64), rejax in float32. Ours runs `compile_algorithm`'s update,
-rejax runs its jitted ``train`` with evaluation switched off (a no-op callback), so neither pays
-for evaluation. Final return: the same evaluator for both final policies: 64 episodes of
-gymnax CartPole with the greedy (arg-max) action, mean undiscounted return (500 = perfect).
+Gradient clipping, each side both ways (the one difference of semantics that matters here):
+
+- ``global-norm``: ours natively (``optax.clip_by_global_norm``, one optimiser over actor and
+  critic); rejax with its two optimisers rebuilt in the train state it is handed as
+  ``clip_by_global_norm`` + Adam (so the norm is per network: actor and critic separately);
+- ``element-wise``: rejax natively (``optax.clip`` of every gradient entry to +-0.5, separate actor
+  and critic optimisers); ours with that transformation in place of its own (the update of
+  bench/ppo_ablation.py, called once per update like the trainer's, without its seed axis).
+
+Still not equal (each library's own choice): network init (ours: SB3's orthogonal gains; rejax:
+flax's lecun normal), value clipping (rejax clips the value update by clip_eps; ours, as SB3 by
+default, does not), and time limits (rejax does not bootstrap an episode cut by the time limit;
+ours bootstraps V(final_obs) there, SB3's rule).
+
+Rounds: every round trains each of the four (library x clipping) from a fresh state with that
+round's seed, in an order that alternates between rounds, after one compilation each (timed
+separately, not counted). Throughput: env steps per second of the whole budget (rollouts, GAE,
+all gradient steps; ours one call per update, as the trainer runs it, rejax its one ``train``
+program with evaluation switched off); the table gives medians over rounds and the ratio to
+rejax with the same clipping. Final return: the same evaluator for every final policy:
+CartPole, 64 episodes with the greedy (arg-max) action, mean undiscounted return (500 =
+perfect); the gate, the nominal device (no drift) with the mean action, undiscounted return of
+the one deterministic episode (higher is better; -log10 J_T per sample, minus the penalties).
 """
 
 from __future__ import annotations
@@ -30,6 +51,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from timing import load
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
 HP = dict(lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.0,
@@ -64,12 +87,11 @@ class _FiveValueCartPole:
         return self.env.observation_space(params)
 
 
-def greedy_return(act, seed: int) -> float:
+def cartpole_return(act, seed: int) -> float:
     """Mean return of `EVAL_EPISODES` CartPole episodes with ``act(obs) -> action`` (jitted)."""
     import gymnax
 
     env, params = gymnax.make("CartPole-v1")
-    steps = params.max_steps_in_episode
 
     def episode(key):
         obs, state = env.reset(key, params)
@@ -81,16 +103,54 @@ def greedy_return(act, seed: int) -> float:
             return (obs2, state2, alive & ~(term | trunc), ret), None
 
         (_, _, _, ret), _ = jax.lax.scan(body, (obs, state, jnp.asarray(True), 0.0),
-                                         jax.random.split(key, steps))
+                                         jax.random.split(key, params.max_steps_in_episode))
         return ret
 
     keys = jax.random.split(jax.random.PRNGKey(1000 + seed), EVAL_EPISODES)
     return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
 
 
-def run_ours(seed: int, updates: int) -> dict:
-    from jaxrl_agents.common.gymnax_env import make
-    from jaxrl_agents.run.algorithms import compile_algorithm, make_config
+def gate_return(act, seed: int) -> float:
+    """Return of the deterministic episode on the nominal device (``eval_params``: no drift)."""
+    import quantgate_env
+
+    env = quantgate_env.make(precision="float32")
+    params = env.eval_params
+
+    def episode(key):
+        obs, state = env.reset(key, params)
+
+        def body(carry, k):
+            obs, state, alive, ret = carry
+            obs2, state2, r, term, trunc, _ = env.step(k, state, act(obs), params)
+            ret = ret + jnp.where(alive, r, 0.0)
+            return (obs2, state2, alive & ~(term | trunc), ret), None
+
+        (_, _, _, ret), _ = jax.lax.scan(body, (obs, state, jnp.asarray(True), jnp.float32(0)),
+                                         jax.random.split(key, env.max_episode_steps))
+        return ret
+
+    return float(jax.jit(episode)(jax.random.PRNGKey(1000 + seed)))
+
+
+def environments(name: str):
+    """(ours: the functional env, rejax's: its gymnax view, the final-return evaluator)."""
+    if name == "cartpole":
+        from jaxrl_agents.common.gymnax_env import make
+
+        return make("CartPole-v1"), _FiveValueCartPole(), cartpole_return
+    import quantgate_env
+    import quantgate_env.gymnax as qgx
+
+    return (quantgate_env.make(precision="float32"),
+            qgx.LegacyStepView(qgx.make(precision="float32")), gate_return)
+
+
+def ours(env, updates: int, clip: str):
+    """``train(seed) -> (seconds, act)``, compiled; `clip`: "global-norm" or "element-wise"."""
+    from jaxrl_agents.ppo.update import init
+    from jaxrl_agents.run.algorithms import compile_algorithm, make_config, model_for
+    from ppo_ablation import _update
 
     cfg = make_config("ppo", dict(total_steps=N_ENVS * N_STEPS * updates, n_envs=N_ENVS,
                                   n_steps=N_STEPS, n_epochs=EPOCHS, n_minibatches=MINIBATCHES,
@@ -99,75 +159,127 @@ def run_ours(seed: int, updates: int) -> dict:
                                   vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"],
                                   max_grad_norm=HP["max_grad_norm"], hidden=HP["hidden"],
                                   activation="tanh"))
-    env = make("CartPole-v1")
-    with jax.enable_x64(True):  # as the trainer runs it
+    params = env.default_params
+    model = model_for(env, cfg)
+    if clip == "global-norm":  # what jaxrl-train compiles, one call per update
         comp = compile_algorithm("ppo", env, cfg)
-        state = comp.init(jnp.stack([jax.random.PRNGKey(seed)]), env.default_params)
+        start = lambda seed: comp.init(jnp.stack([jax.random.PRNGKey(seed)]), params)  # noqa: E731
+        step = comp.update
+        actor = lambda st: jax.tree_util.tree_map(lambda x: x[0], st.params["actor"])  # noqa: E731
+    else:
+        tx = optax.chain(optax.clip(HP["max_grad_norm"]), optax.scale_by_adam(eps=1e-8))
+        step = jax.jit(_update(model, env, cfg, tx=tx))
+        start = lambda seed: init(jax.random.PRNGKey(seed), model, env, params, cfg)  # noqa: E731
+        actor = lambda st: st.params["actor"]  # noqa: E731
+
+    def train(seed, n=updates):
         t0 = time.perf_counter()
-        state, stats = comp.update(state, env.default_params)  # compiles
+        state = start(seed)
+        for _ in range(n):
+            state, stats = step(state, params)
         jax.block_until_ready(stats)
-        compile_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(updates - 1):
-            state, stats = comp.update(state, env.default_params)
-        jax.block_until_ready(stats)
-        run_s = time.perf_counter() - t0
-        actor = jax.tree_util.tree_map(lambda x: x[0], state.params["actor"])
-    model = comp.model
-    ret = greedy_return(lambda obs: model.mode(actor, obs), seed)
-    return {"sps": (updates - 1) * N_ENVS * N_STEPS / run_s, "compile_s": compile_s,
-            "return": ret}
+        seconds = time.perf_counter() - t0
+        a = actor(state)
+        return seconds, jax.jit(lambda obs: model.mode(a, obs))
+
+    return train
 
 
-def run_rejax(seed: int, updates: int) -> dict:
-    from rejax import PPO
+def rejax(env, updates: int, clip: str):
+    """``train(seed) -> (seconds, act)``, compiled; `clip`: "element-wise" (rejax's) or "global-norm"."""
+    import rejax as rj
+    from flax.training.train_state import TrainState
 
     total = N_ENVS * N_STEPS * updates
-    algo = PPO.create(env=_FiveValueCartPole(), total_timesteps=total, num_envs=N_ENVS,
-                      num_steps=N_STEPS, num_epochs=EPOCHS, num_minibatches=MINIBATCHES,
-                      learning_rate=HP["lr"], gamma=HP["gamma"], gae_lambda=HP["gae_lambda"],
-                      clip_eps=HP["clip_eps"], vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"],
-                      max_grad_norm=HP["max_grad_norm"], eval_freq=total,
-                      skip_initial_evaluation=True,
-                      agent_kwargs={"hidden_layer_sizes": HP["hidden"], "activation": "tanh"})
+    algo = rj.PPO.create(env=env, total_timesteps=total, num_envs=N_ENVS,
+                         num_steps=N_STEPS, num_epochs=EPOCHS, num_minibatches=MINIBATCHES,
+                         learning_rate=HP["lr"], gamma=HP["gamma"], gae_lambda=HP["gae_lambda"],
+                         clip_eps=HP["clip_eps"], vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"],
+                         max_grad_norm=HP["max_grad_norm"], eval_freq=total,
+                         skip_initial_evaluation=True,
+                         agent_kwargs={"hidden_layer_sizes": HP["hidden"], "activation": "tanh"})
     algo = algo.replace(eval_callback=lambda algo, ts, rng: ())  # time training only
-    t0 = time.perf_counter()
-    train = jax.jit(algo.train).lower(jax.random.PRNGKey(seed)).compile()
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ts, _ = train(jax.random.PRNGKey(seed))
-    jax.block_until_ready(ts)
-    run_s = time.perf_counter() - t0
-    params = ts.actor_ts.params
 
-    def act(obs):
-        logits = algo.actor.apply(params, obs[None], method="_action_dist").logits
-        return jnp.argmax(logits[0])
+    if clip == "element-wise":
+        fn = jax.jit(algo.train)
+    else:
+        # rejax 0.1.3 hard-codes optax.clip; its train takes a train state, so hand it one whose two
+        # optimisers (actor, critic) clip by global norm instead.
+        tx = optax.chain(optax.clip_by_global_norm(HP["max_grad_norm"]),
+                         optax.adam(learning_rate=HP["lr"]))
 
-    return {"sps": total / run_s, "compile_s": compile_s, "return": greedy_return(act, seed)}
+        def with_global_norm(key):
+            ts = algo.init_state(key)
+            return ts.replace(
+                actor_ts=TrainState.create(apply_fn=(), params=ts.actor_ts.params, tx=tx),
+                critic_ts=TrainState.create(apply_fn=(), params=ts.critic_ts.params, tx=tx))
+
+        fn = jax.jit(lambda key: algo.train(train_state=with_global_norm(key)))
+    discrete = hasattr(env.action_space(env.default_params), "n")
+
+    def train(seed):
+        t0 = time.perf_counter()
+        ts, _ = fn(jax.random.PRNGKey(seed))
+        jax.block_until_ready(ts)
+        seconds = time.perf_counter() - t0
+        params = ts.actor_ts.params
+
+        def act(obs):
+            dist = algo.actor.apply(params, obs[None], method="_action_dist")
+            return jnp.argmax(dist.logits[0]) if discrete else dist.mean()[0]
+
+        return seconds, jax.jit(act)
+
+    return train
+
+
+SIDES = [("jaxrl-agents", "global-norm"), ("rejax", "global-norm"),
+         ("jaxrl-agents", "element-wise"), ("rejax", "element-wise")]
+
+
+def compare(env_name: str, rounds: int, updates: int) -> dict:
+    """Compile the four sides, then `rounds` interleaved rounds; name -> list of (sps, return)."""
+    ours_env, rejax_env, final_return = environments(env_name)
+    trainers = {}
+    for lib, clip in SIDES:
+        t0 = time.perf_counter()
+        train = (ours(ours_env, updates, clip) if lib == "jaxrl-agents"
+                 else rejax(rejax_env, updates, clip))
+        train(10_000)  # compiles (the whole budget on a throw-away seed)
+        print(f"  {lib:12s} {clip:12s} compiled (and one budget run) in "
+              f"{time.perf_counter() - t0:5.1f} s", flush=True)
+        trainers[(lib, clip)] = train
+    out = {k: [] for k in trainers}
+    names = list(trainers)
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            seconds, act = trainers[k](r)
+            out[k].append((updates * N_ENVS * N_STEPS / seconds, final_return(act, r)))
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--env", nargs="+", choices=["cartpole", "gate"], default=["cartpole", "gate"])
+    p.add_argument("--rounds", type=int, default=5, help="rounds (one seed each: 0, 1, ...)")
     p.add_argument("--updates", type=int, default=32)
     args = p.parse_args()
-    print(f"gymnax CartPole-v1, {args.updates} updates x {N_ENVS} envs x {N_STEPS} steps = "
-          f"{args.updates * N_ENVS * N_STEPS} env steps, seeds {args.seeds}")
-    results = {}
-    for name, fn in (("jaxrl-agents PPO", run_ours), ("rejax PPO", run_rejax)):
-        runs = [fn(s, args.updates) for s in args.seeds]
-        results[name] = runs
-        for s, r in zip(args.seeds, runs):
-            print(f"  {name:17s} seed {s}: {r['sps']:>9,.0f} steps/s  compile {r['compile_s']:5.1f}"
-                  f" s  greedy return {r['return']:6.1f}")
-    print("\n| | env steps/s (median) | compile s (first seed) | greedy return, mean of seeds (each) |")
-    print("| --- | --- | --- | --- |")
-    for name, runs in results.items():
-        rets = [r["return"] for r in runs]
-        print(f"| {name} | {statistics.median(r['sps'] for r in runs):,.0f} | "
-              f"{runs[0]['compile_s']:.1f} | {np.mean(rets):.1f} "
-              f"({', '.join(f'{x:.0f}' for x in rets)}) |")
+    with jax.enable_x64(False):  # float32 on both sides (the default; said here, not assumed)
+        for env_name in args.env:
+            print(f"{env_name}: {args.updates} updates x {N_ENVS} envs x {N_STEPS} steps = "
+                  f"{args.updates * N_ENVS * N_STEPS} env steps a run, {args.rounds} rounds; "
+                  f"{load()}", flush=True)
+            res = compare(env_name, args.rounds, args.updates)
+            sps = {k: statistics.median(x for x, _ in v) for k, v in res.items()}
+            print(f"\n| {env_name} | clipping | env steps/s (median) | vs rejax, same clipping | "
+                  f"final return, mean (each round) |")
+            print("| --- | --- | --- | --- | --- |")
+            for (lib, clip), v in res.items():
+                rets = [x for _, x in v]
+                print(f"| {lib} | {clip} | {sps[(lib, clip)]:,.0f} | "
+                      f"{sps[(lib, clip)] / sps[('rejax', clip)]:.2f}x | {np.mean(rets):.1f} "
+                      f"({', '.join(f'{x:.0f}' for x in rets)}) |")
+            print(load() + "\n", flush=True)
 
 
 if __name__ == "__main__":
