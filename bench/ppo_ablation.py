@@ -106,7 +106,7 @@ def _update(model, env, cfg, *, stats: bool = True, tx=None):
 
 
 def _variants(env, cfg, x64: bool, scan_n: int, with_x64_row: bool):
-    """name -> (x64, step(n) -> None that trains n updates from a fresh state, compiled first)."""
+    """Variant name -> (x64, a factory of ``run(n)``, which trains n more updates of one state)."""
     from jaxrl_agents.ppo.update import init
     from jaxrl_agents.run.algorithms import compile_algorithm, model_for
 
