@@ -42,8 +42,11 @@ def _layer_flops(sizes: list[int], rows: int) -> float:
 
 
 def ppo_update_gflop(cfg, obs_dim: int, act_dim: int) -> float:
-    """GFLOP of one PPO update's network passes: rollout forward passes, then each gradient step's
-    forward and backward (backward = 2 x forward: the input and the weight gradients)."""
+    """GFLOP of one PPO update's network passes.
+
+    The rollout's forward passes, then each gradient step's forward and backward (backward = 2 x
+    forward: the input and the weight gradients).
+    """
     hidden = list(cfg.hidden)
     actor, critic = [obs_dim, *hidden, act_dim], [obs_dim, *hidden, 1]
     rollout = _layer_flops(actor, cfg.rollout_size) + _layer_flops(critic, cfg.rollout_size)

@@ -109,7 +109,8 @@ def _stop_rule(stage: Stage, attempt: int, rollout_size: int):
     """The `Session.advance` ``stop_when`` of an attempt: its stage's end or its early test.
 
     Both read the best member's score: a population passes its test, and ends its stage, on its
-    best member."""
+    best member.
+    """
     restart = stage.restart
     tested = restart is not None and attempt < restart.attempts
     test_update = restart.test_update(rollout_size) if tested else -1
@@ -301,8 +302,7 @@ class StagedRun:
         return _Attempt(stage, n, seed, "")
 
     def _source_dir(self, stage: int) -> str | None:
-        """The run directory a stage starts from: the previous stage's last (kept) attempt's best
-        member."""
+        """The run directory a stage starts from: the best member of the previous stage's last kept attempt."""
         if stage == 0:
             return None
         kept = [a for a in self._attempts if a.stage == stage - 1 and a.end != TEST_FAILED]
