@@ -9,7 +9,7 @@ the gate recipe polishes with), three ways to train S seeds:
 - **apart**: one seed's compiled update (what S separate runs would each pay), per seed;
 - **one program**: the S seeds in one compiled update (the seed axis vmapped through the rollout,
   learning seed after seed), as the trainer ran them before seed slices;
-- **slices**: the trainer's way now (`run.seed_groups`): the S seeds split into one slice per
+- **slices**: the trainer's way now (`run.host.seed_groups`): the S seeds split into one slice per
   core, each slice's update in its own thread.
 
 Every case is compiled first; then rounds interleave the cases (so a burst of load on a shared
@@ -86,7 +86,7 @@ def main() -> None:
 
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
-    from jaxrl_agents.run.seed_groups import over_seed_groups, seed_slices, worker_count
+    from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
 
     S = args.seeds
     slices = len(seed_slices(S, worker_count()))

@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl_agents.run import loop, trainer
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.ctrl_c import ctrl_c_deferred
+from jaxrl_agents.run.host.ctrl_c import ctrl_c_deferred
 from jaxrl_agents.run.results import TrainingInterrupted
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS

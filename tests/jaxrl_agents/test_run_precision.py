@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_agents.run.precision import env_requires_x64, recorded_x64, run_x64
+from jaxrl_agents.run.host.precision import env_requires_x64, recorded_x64, run_x64
 from jaxrl_agents.run.run_files import read_progress
 from jaxrl_agents.run.session import Session
 from jaxrl_agents.run.spec import RunSpec

@@ -1,4 +1,4 @@
-"""Seed groups split over cores (run/seed_groups.py): slices in threads, recorded, resumed alike.
+"""Seed groups split over cores (run/host/seed_groups.py): slices in threads, recorded, resumed alike.
 
 Every comparison computes both sides here, on this CPU.
 """
@@ -15,7 +15,7 @@ from jaxrl_agents.run import trainer
 from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.algorithms import compile_algorithm, make_config
 from jaxrl_agents.run.checkpoint import read_checkpoint
-from jaxrl_agents.run.seed_groups import over_seed_groups, seed_slices, worker_count
+from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
 
 from .conftest import CFG, TOY_ENV, TOY_OPTIONS
 

@@ -10,10 +10,10 @@ reader of a run directory: spec, status, progress, evaluations, best policy, tim
 (`train`, `resume`), `session.py` (`Session`, a new run's checked plan), `loop.py` (the update
 loop), `resume.py` (reopening a checkpoint), `checks.py` (argument checks), `run_config.py`
 (config.json), `run_files.py` (run directories, file names, progress table, resume checks),
-`records.py` (per-seed rows, evaluations and policies), `seed_groups.py` (a seed group's update
-split over cores), `results.py` (`TrainResult`, the errors), `checkpoint.py`, `ctrl_c.py` (Ctrl-C
-held back while a checkpoint is written), `init_from.py` (fine-tuning starts), `tensorboard.py`
-(event files), and `cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a
+`records.py` (per-seed rows, evaluations and policies), `results.py` (`TrainResult`, the errors),
+`checkpoint.py`, `init_from.py` (fine-tuning starts), `tensorboard.py` (event files), `host/` (how a
+run uses the machine: seed slices over cores, float precision, Ctrl-C during a checkpoint) and
+`cli.py` (the old path of ``python -m jaxrl_agents.run.cli``). IPPO on a
 PettingZoo ParallelEnv stepped from Python has no session; ``jaxrl-train`` runs it
 (`console.parallel_env_run`).
 

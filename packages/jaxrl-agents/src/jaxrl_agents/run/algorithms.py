@@ -133,7 +133,7 @@ def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
         states, batches = jax.vmap(rollout_phase, in_axes=(0, None))(states, env_params)
         # Learning runs seed after seed (lax.map) inside the same program: a vmapped learning
         # phase gained only 1.3x per seed with 8 seeds on 2 cores, where the trainer's slices of
-        # the seed axis, one per core (seed_groups.py), gain 2x.
+        # the seed axis, one per core (host/seed_groups.py), gain 2x.
         states, stats = jax.lax.map(lambda sb: learn_phase(*sb), (states, batches))
         # One flag per seed, reduced here: the trainer reads it with the stats at the host sync
         # it already does, so the check costs a reduction and no extra transfer. Rollout stats

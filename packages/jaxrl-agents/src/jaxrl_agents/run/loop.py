@@ -27,11 +27,11 @@ from ..ippo.spaces import AgentPolicies
 from ..terminal.progress import ProgressReporter
 from .algorithms import FINITE_STAT, compile_algorithm
 from .checkpoint import save_checkpoint
-from .ctrl_c import ctrl_c_deferred
+from .host.ctrl_c import ctrl_c_deferred
+from .host.seed_groups import over_seed_groups, seed_slices, worker_count
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_files import CHECKPOINT
-from .seed_groups import over_seed_groups, seed_slices, worker_count
 from .spec import RunSpec
 
 __all__ = ["Run", "CSV_FLUSH_EVERY", "EVAL_KEY_SEED"]
@@ -66,8 +66,8 @@ class Run:
         self.progress_mode = progress
         self.records = [SeedRecord(d, s) for d, s in zip(run_dirs, seeds)]
         self.checkpoint_update = 0  # update of the checkpoint on disk (0: none yet)
-        # Slices of the seed axis the update runs in, one thread each (seed_groups.py): as many
-        # as this machine has cores for a new run; a resume sets what its checkpoint recorded.
+        # Slices of the seed axis the update runs in, one thread each (host/seed_groups.py): as
+        # many as this machine has cores for a new run; a resume sets what its checkpoint recorded.
         self.seed_slices = len(seed_slices(len(seeds), worker_count()))
         self.compiled = compile_algorithm(algo, env, cfg)
         self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by

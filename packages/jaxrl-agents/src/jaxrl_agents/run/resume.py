@@ -20,8 +20,8 @@ from ..common.fileio import lock_directory
 from .algorithms import get_algorithm
 from .checkpoint import load_checkpoint, read_checkpoint
 from .checks import check_progress
+from .host.precision import recorded_x64
 from .loop import Run
-from .precision import recorded_x64
 from .run_config import find_group, never_checkpointed, record_extension
 from .run_files import CHECKPOINT, RUN_CONFIG, check_history, read_run_config
 from .spec import RunSpec
@@ -105,7 +105,7 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
                              ["jaxrl-train", "--resume", run_dir])
     _, header = read_checkpoint(ckpt)
     meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
-    # Split as the run was (seed_groups.py); a checkpoint without the key ran as one program.
+    # Split as the run was (host/seed_groups.py); a checkpoint without the key ran as one program.
     slices = meta.get("seed_slices", 1)
     if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1:
         raise ValueError(f"{ckpt}: seed_slices: expected a positive integer, got {slices!r}")

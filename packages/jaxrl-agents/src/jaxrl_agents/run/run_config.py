@@ -22,7 +22,7 @@ import jax
 
 from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.fileio import atomic_write_json
-from .precision import precision_record
+from .host.precision import precision_record
 from .run_files import RUN_CONFIG, read_run_config
 
 if TYPE_CHECKING:  # the session imports this module

@@ -36,9 +36,9 @@ from ..common.envs import DEFAULT_ENV
 from ..common.fileio import lock_directory
 from .algorithms import canonical_name, get_algorithm, make_config
 from .checks import check_argv, check_pos_int, check_progress, check_time_budget
+from .host.precision import run_x64
 from .init_from import load_init_params
 from .loop import Run
-from .precision import run_x64
 from .results import TrainResult
 from .resume import open_checkpoint
 from .run_config import write_run_configs

@@ -73,7 +73,7 @@ class RunSpec:
         time_budget: seconds of wall-clock a command gives the run (``--minutes`` x 60); the run
             stops on a checkpoint past it. None: no budget.
         x64: trace the run's programs under JAX's x64 mode (True) or in float32 (False); None:
-            the environment decides (its ``requires_x64``, `precision.env_requires_x64`). The
+            the environment decides (its ``requires_x64``, `host.precision.env_requires_x64`). The
             networks are float32 either way. config.json records what the run used.
     """
 
@@ -216,7 +216,7 @@ class RunSpec:
         (``report_every``, ``preset``, ``tensorboard``, ``init_from``, ``time_budget``) read as
         their defaults when absent. ``init_from`` is the recorded source's path. ``x64`` is the
         spec's choice (None where the environment decided); what the run used is config.json's
-        ``precision`` (`precision.recorded_x64`), which a resume traces under.
+        ``precision`` (`host.precision.recorded_x64`), which a resume traces under.
 
         Raises:
             ValueError: a recorded value fails its check (the caller names the file).

@@ -8,7 +8,7 @@ directory exists or anything compiles.
   evaluation score is below ``until_below`` (the next stage takes over from there), and it may
   start from the previous stage's best policy with a smaller exploration std (``log_std``).
 - A stage's ``population`` trains that many members together, one seed group whose slices run on
-  separate cores (`run.seed_groups`): on 2 cores two members cost about the wall-clock of one.
+  separate cores (`run.host.seed_groups`): on 2 cores two members cost about the wall-clock of one.
   The members' best score is the stage's (its end, its early test), and the next stage starts
   from the best member's best policy.
 - A `RestartRule` on a stage is an early test: an attempt whose best score is not below ``below``

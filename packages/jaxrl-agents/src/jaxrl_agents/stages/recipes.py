@@ -10,7 +10,7 @@ switch between its stages measured (bench/README.md, "Time to a gate, one comman
   of the campaign that ended its chain at 1.12e-4 or better was there by 2.32M steps, every seed
   that ended at 1.75e-4 or worse needed 2.87M or more. The stage ends once the best evaluation is
   below 3e-4: from there PPO's next factor of 1.5 took 9-10M steps on the campaign's seeds.
-  Each attempt trains a population of two members, one per core (`run.seed_groups`: an update
+  Each attempt trains a population of two members, one per core (`run.host.seed_groups`: an update
   of two PPO seeds took 1.11x one seed's wall-clock on 2 cores, evaluation included), and passes
   its test on its better member:
   12 of the 18 single-seed attempts on seeds 101-106 failed the test, so a pair fails about
