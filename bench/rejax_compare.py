@@ -87,12 +87,12 @@ class _FiveValueCartPole:
         return self.env.observation_space(params)
 
 
-def cartpole_return(act, seed: int) -> float:
-    """Mean return of `EVAL_EPISODES` CartPole episodes with ``act(obs) -> action`` (jitted)."""
-    import gymnax
+def _episode_return(env, params, act, n_steps: int, ret0):
+    """``episode(key) -> return``: one undiscounted episode of `env` under ``act(obs)``.
 
-    env, params = gymnax.make("CartPole-v1")
-
+    `n_steps` steps at most; rewards after the episode's first end are not counted; `ret0` (a zero)
+    sets the return's dtype.
+    """
     def episode(key):
         obs, state = env.reset(key, params)
 
@@ -102,10 +102,19 @@ def cartpole_return(act, seed: int) -> float:
             ret = ret + jnp.where(alive, r, 0.0)
             return (obs2, state2, alive & ~(term | trunc), ret), None
 
-        (_, _, _, ret), _ = jax.lax.scan(body, (obs, state, jnp.asarray(True), 0.0),
-                                         jax.random.split(key, params.max_steps_in_episode))
+        (_, _, _, ret), _ = jax.lax.scan(body, (obs, state, jnp.asarray(True), ret0),
+                                         jax.random.split(key, n_steps))
         return ret
 
+    return episode
+
+
+def cartpole_return(act, seed: int) -> float:
+    """Mean return of `EVAL_EPISODES` CartPole episodes with ``act(obs) -> action`` (jitted)."""
+    import gymnax
+
+    env, params = gymnax.make("CartPole-v1")
+    episode = _episode_return(env, params, act, params.max_steps_in_episode, 0.0)
     keys = jax.random.split(jax.random.PRNGKey(1000 + seed), EVAL_EPISODES)
     return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
 
@@ -115,21 +124,7 @@ def gate_return(act, seed: int) -> float:
     import quantgate_env
 
     env = quantgate_env.make(precision="float32")
-    params = env.eval_params
-
-    def episode(key):
-        obs, state = env.reset(key, params)
-
-        def body(carry, k):
-            obs, state, alive, ret = carry
-            obs2, state2, r, term, trunc, _ = env.step(k, state, act(obs), params)
-            ret = ret + jnp.where(alive, r, 0.0)
-            return (obs2, state2, alive & ~(term | trunc), ret), None
-
-        (_, _, _, ret), _ = jax.lax.scan(body, (obs, state, jnp.asarray(True), jnp.float32(0)),
-                                         jax.random.split(key, env.max_episode_steps))
-        return ret
-
+    episode = _episode_return(env, env.eval_params, act, env.max_episode_steps, jnp.float32(0))
     return float(jax.jit(episode)(jax.random.PRNGKey(1000 + seed)))
 
 
