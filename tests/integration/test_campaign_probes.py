@@ -30,30 +30,26 @@ from tests.integration.run_state import run_status
 
 ENV = {"T": 6.0, "pulse_length": 120}
 FLAGS = 'flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }'
-TWO = f"""
-name = "probe"
-runs = "runs"
-summaries = "summaries"
-seeds = [1]
-summariser = "tests.integration.test_campaign_probes:record_status"
 
-[[entry]]
-name = "base"
-algo = "ppo"
-preset = "fast"
-total_steps = 2048
-env_options = {{ T = 6.0, pulse_length = 120 }}
-{FLAGS}
 
-[[entry]]
-name = "ft"
-algo = "ppo"
-preset = "fast"
-init_from = "base"
-total_steps = 1024
-env_options = {{ T = 6.0, pulse_length = 120 }}
-{FLAGS}
-"""
+def chain_campaign(name: str = "probe", base_steps: int = 2048, ft_steps: int = 1024,
+                   ft_flags: str = FLAGS) -> str:
+    """A campaign file of two PPO entries on 6 ns episodes: ``base`` and ``ft``, its fine-tune.
+
+    Summarised by `record_status` (no physics). The Ray chain test (test_campaign_ray.py) uses it
+    with its own name and budgets.
+    """
+    def entry(entry_name: str, steps: int, flags: str, init_from: str = "") -> str:
+        return (f'\n[[entry]]\nname = "{entry_name}"\nalgo = "ppo"\npreset = "fast"\n{init_from}'
+                f"total_steps = {steps}\nenv_options = {{ T = 6.0, pulse_length = 120 }}\n{flags}\n")
+
+    return (f'\nname = "{name}"\nruns = "runs"\nsummaries = "summaries"\nseeds = [1]\n'
+            f'summariser = "tests.integration.test_campaign_probes:record_status"\n'
+            + entry("base", base_steps, FLAGS)
+            + entry("ft", ft_steps, ft_flags, 'init_from = "base"\n'))
+
+
+TWO = chain_campaign()
 
 
 def record_status(campaign, entry, seed, run_dir, code_version):

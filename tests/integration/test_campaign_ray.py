@@ -27,36 +27,15 @@ from jaxrl_agents.campaign.rundirs import find_run_dir  # noqa: E402
 from jaxrl_agents.common.fileio import load_npz  # noqa: E402
 
 from tests.integration.run_state import run_status  # noqa: E402
+from tests.integration.test_campaign_probes import FLAGS, chain_campaign  # noqa: E402
 from tests.ray_head import ray_head  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.path.dirname(sys.executable)
 # 6 ns episodes on a tiny network; base trains 40 updates (a checkpoint at 25, jaxrl-train's
 # default), so a kill after it lands mid-run with something to resume.
-CHAIN = """
-name = "chain"
-runs = "runs"
-summaries = "summaries"
-seeds = [1]
-summariser = "tests.integration.test_campaign_probes:record_status"
-
-[[entry]]
-name = "base"
-algo = "ppo"
-preset = "fast"
-total_steps = 20480
-env_options = { T = 6.0, pulse_length = 120 }
-flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16] }
-
-[[entry]]
-name = "ft"
-algo = "ppo"
-preset = "fast"
-init_from = "base"
-total_steps = 2048
-env_options = { T = 6.0, pulse_length = 120 }
-flags = { n_envs = 4, n_steps = 128, n_epochs = 1, n_minibatches = 4, hidden = [16, 16], lr = 1e-4 }
-"""
+CHAIN = chain_campaign("chain", base_steps=20480, ft_steps=2048,
+                       ft_flags=FLAGS.replace("[16, 16] }", "[16, 16], lr = 1e-4 }"))
 
 
 def _campaign(folder, address, env, **popen):
