@@ -30,6 +30,11 @@ __all__ = ["open_checkpoint"]
 
 
 def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int) -> dict:
+    """The checkpoint's progress record, checked against the run; ``seed_slices`` filled in.
+
+    A checkpoint without ``seed_slices`` was written when a seed group ran as one program
+    (host/seed_groups.py), so it reads as 1.
+    """
     meta = header["meta"]
     n = len(rc["seeds"])
     ok = (isinstance(meta.get("update"), int) and meta["update"] > 0
@@ -41,7 +46,10 @@ def _check_checkpoint_meta(path: str, header: dict, rc: dict, rollout_size: int)
         raise ValueError(f"{path}: its progress record (update, step, seeds, best) does not match "
                          f"this run (seeds {rc['seeds']}, {rollout_size} steps per update); was "
                          f"it copied from another run?")
-    return meta
+    slices = meta.get("seed_slices", 1)
+    if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1:
+        raise ValueError(f"{path}: seed_slices: expected a positive integer, got {slices!r}")
+    return {**meta, "seed_slices": slices}
 
 
 def open_checkpoint(run_dir: str, env: Any, progress: str | None, total_steps: int | None,
@@ -105,10 +113,7 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
                              ["jaxrl-train", "--resume", run_dir])
     _, header = read_checkpoint(ckpt)
     meta = _check_checkpoint_meta(ckpt, header, rc, cfg.rollout_size)
-    # Split as the run was (host/seed_groups.py); a checkpoint without the key ran as one program.
-    slices = meta.get("seed_slices", 1)
-    if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1:
-        raise ValueError(f"{ckpt}: seed_slices: expected a positive integer, got {slices!r}")
+    slices = meta["seed_slices"]  # split as the run was
     if extend and cfg.n_updates < meta["update"]:
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")

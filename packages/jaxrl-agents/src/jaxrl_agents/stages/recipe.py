@@ -27,8 +27,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RestartRule", "Stage", "Recipe", "attempt_seed", "member_seed", "ATTEMPT_SEED_STRIDE",
-           "MEMBER_SEED_STRIDE"]
+__all__ = ["RestartRule", "Stage", "Recipe", "attempt_seed", "member_seed", "member_seeds",
+           "ATTEMPT_SEED_STRIDE", "MEMBER_SEED_STRIDE"]
 
 # Attempt n (1-based) of a seed trains with seed + ATTEMPT_SEED_STRIDE * (n - 1): far from the
 # seeds a user types, so two staged runs with nearby seeds never share an attempt's randomness.
@@ -46,6 +46,11 @@ def attempt_seed(seed: int, attempt: int) -> int:
 def member_seed(seed: int, member: int) -> int:
     """The seed of member `member` (0-based) of a population whose first member has `seed`."""
     return seed + MEMBER_SEED_STRIDE * member
+
+
+def member_seeds(seed: int, population: int) -> tuple[int, ...]:
+    """The seeds of a population of `population` members whose first member has `seed`."""
+    return tuple(member_seed(seed, m) for m in range(population))
 
 
 def _positive_float(where: str, name: str, value) -> float:

@@ -37,7 +37,7 @@ from ..run.checks import check_env_options
 from ..run.run_files import CHECKPOINT, check_out, make_run_dirs, read_json_object, remove_new_run_dirs
 from ..run.session import Session
 from ..run.spec import RunSpec
-from .recipe import Recipe, Stage, attempt_seed, member_seed
+from .recipe import Recipe, Stage, attempt_seed, member_seeds
 from .timeline import StagedResult, staged_result
 
 __all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "read_staged_run", "FORMAT"]
@@ -315,11 +315,10 @@ class StagedRun:
         if att.stage > 0 and stage.log_std is None:
             fields["log_std_init"] = 0.0  # keep the std the previous stage learned
         source = self._source_dir(att.stage)
-        seeds = tuple(member_seed(att.seed, m) for m in range(stage.population))
         spec = RunSpec(
             algo=stage.algo, env=self._record["env"], env_options=self._record["env_options"],
-            config=fields, seeds=seeds, eval_every=1, out=self.top,
-            tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
+            config=fields, seeds=member_seeds(att.seed, stage.population), eval_every=1,
+            out=self.top, tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
             checkpoint_every=self._record["checkpoint_every"], preset=self.recipe.name,
             init_from=source)
         session = Session.open(spec, progress=self._progress)
@@ -358,7 +357,7 @@ class StagedRun:
         n = len(self.recipe.stages)
         tries = f", attempt {att.attempt} of {stage.restart.attempts}" if stage.restart else ""
         if stage.population > 1:
-            seeds = ", ".join(str(member_seed(att.seed, m)) for m in range(stage.population))
+            seeds = ", ".join(map(str, member_seeds(att.seed, stage.population)))
             tries += f", {stage.population} members (seeds {seeds})"
         start = "from scratch" if att.stage == 0 else \
             f"from stage {att.stage}'s best policy" + (

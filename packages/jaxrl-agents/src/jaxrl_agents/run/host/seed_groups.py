@@ -109,7 +109,8 @@ def over_seed_groups(program: Callable, n_slices: int) -> Callable:
                 # Blocking here keeps the computation on this worker's core.
                 return jax.block_until_ready(program(part, *rest))
 
-        futures = [_pool(len(bounds)).submit(one_slice, a, b) for a, b in bounds]
+        pool = _pool(len(bounds))
+        futures = [pool.submit(one_slice, a, b) for a, b in bounds]
         outs = [f.result() for f in futures]
         return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *outs)
 
