@@ -100,8 +100,9 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
                      help="progress display (auto: one live status line when stdout is a "
                           "terminal, plain lines otherwise; bar: the live line)")
     run.add_argument("--minutes", type=float, default=None, metavar="M",
-                     help="wall-clock budget of this command: stop at the first update boundary "
-                          "after M minutes, on a checkpoint (--resume RUN continues it "
+                     help="wall-clock budget of this command: stop at the first block boundary "
+                          "(an evaluation, a checkpoint, or every 4 updates) after M minutes, on a "
+                          "checkpoint (--resume RUN continues it "
                           "bit-identically)")
     run.add_argument("--tensorboard", action="store_true",
                      help="also write TensorBoard event files into RUN/tensorboard/ (evaluation "

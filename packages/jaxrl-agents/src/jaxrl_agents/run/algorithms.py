@@ -86,6 +86,12 @@ class Compiled(NamedTuple):
             says whether the seed's new parameters, optimiser state and learning losses are all
             finite.
         evaluate: (actor params (S, ...), env_params, key) -> episode dict of (S, T, ...) arrays.
+        update_block: (TrainState (S, ...), env_params, count, capacity) -> (TrainState, stats
+            dict of (S, capacity) arrays): `update` applied ``count`` times (a traced int32,
+            1 <= count <= capacity; `capacity` a static int) in one program, stopping after the
+            first update with a non-finite seed. Row j of the stats is update j's; rows past the
+            last update run are zeros (their ``FINITE_STAT`` False). The same bits as `count`
+            calls of `update` (tests/jaxrl_agents/test_update_blocks.py).
     """
 
     model: ActorCritic
@@ -97,6 +103,7 @@ class Compiled(NamedTuple):
     # common.evaluation.eval_summary).
     policies: Any = None
     summarize: Any = None
+    update_block: Any = None
 
 
 def all_finite(tree) -> jax.Array:
@@ -107,6 +114,48 @@ def all_finite(tree) -> jax.Array:
     flags = [jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
              for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
     return functools.reduce(jnp.logical_and, flags)
+
+
+def _update_programs(update, *extra):
+    """The jitted one-update program and its block of updates (`Compiled.update_block`).
+
+    Args:
+        update: ``update(states, env_params, *extra) -> (states, stats)`` over the seed axis S,
+            not jitted, with ``stats[FINITE_STAT]`` of shape (S,).
+        extra: further traced arguments of every call (IPPO's annealing denominator).
+
+    Returns:
+        ``(update(states, env_params), update_block(states, env_params, count, capacity))``,
+        both donating the input state.
+    """
+    def block(states, env_params, count, capacity, *extra):
+        # Stats go into a buffer of `capacity` rows, so one compiled program serves every block
+        # length up to it (the loop's blocks end at evaluations and checkpoints: their lengths vary).
+        shapes = jax.eval_shape(update, states, env_params, *extra)[1]
+        buffer = jax.tree_util.tree_map(lambda a: jnp.zeros((capacity, *a.shape), a.dtype), shapes)
+
+        def more(carry):
+            done, _, _, finite = carry
+            return (done < count) & finite
+
+        def one(carry):
+            done, states, buffer, _ = carry
+            states, stats = update(states, env_params, *extra)
+            buffer = jax.tree_util.tree_map(lambda b, x: b.at[done].set(x), buffer, stats)
+            return done + 1, states, buffer, stats[FINITE_STAT].all()
+
+        carry = (jnp.int32(0), states, buffer, jnp.bool_(True))
+        _, states, buffer, _ = jax.lax.while_loop(more, one, carry)
+        # (capacity, S, ...) -> (S, capacity, ...): the seed axis leads, as seed slices join it.
+        return states, jax.tree_util.tree_map(lambda b: jnp.swapaxes(b, 0, 1), buffer)
+
+    one_update = jax.jit(update, donate_argnums=0)
+    update_block = jax.jit(block, static_argnums=3, donate_argnums=0)
+    if not extra:
+        return one_update, update_block
+    return (lambda states, env_params: one_update(states, env_params, *extra),
+            lambda states, env_params, count, capacity:
+            update_block(states, env_params, count, capacity, *extra))
 
 
 @functools.lru_cache(maxsize=16)
@@ -142,10 +191,10 @@ def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
         stats[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
         return states, stats
 
-    update = jax.jit(update, donate_argnums=0)
+    update, update_block = _update_programs(update)
     evaluate = jax.jit(jax.vmap(lambda a, p, k: evaluate_episode(model, a, env, p, k),
                                 in_axes=(0, None, None)))
-    return Compiled(model, init, update, evaluate)
+    return Compiled(model, init, update, evaluate, update_block=update_block)
 
 
 class AgentNetworks(NamedTuple):
@@ -197,19 +246,17 @@ def _compile_ippo(name: str, env, cfg) -> Compiled:
         flat[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
         return states, flat
 
-    _update = jax.jit(_update, donate_argnums=0)
-
-    def update(states, env_params):
-        # The annealing denominator stays a traced argument: the program earlier runs trained (and
-        # now resume) with, bit for bit.
-        return _update(states, env_params, jnp.int32(total_apps))
+    # The annealing denominator stays a traced argument: the program earlier runs trained (and
+    # now resume) with, bit for bit.
+    update, update_block = _update_programs(_update, jnp.int32(total_apps))
 
     evaluate = jax.jit(jax.vmap(prog.evaluate, in_axes=(0, None, None)))
 
     def policies(params, meta):
         return agent_policies(prog.agent_spaces, ippo_programs.agent_params(prog, params), meta)
 
-    return Compiled(None, init, update, evaluate, policies, _ippo_summary(env, agents))
+    return Compiled(None, init, update, evaluate, policies, _ippo_summary(env, agents),
+                    update_block)
 
 
 def _ippo_summary(env, agents):

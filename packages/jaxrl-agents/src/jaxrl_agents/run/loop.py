@@ -1,11 +1,13 @@
 """The training loop of one group of seeds, fresh or resumed (`Run`).
 
-Each update is one compiled call over every seed; after it the loop reads the stats (the one host
-sync per update), stops on a non-finite update before writing anything of it, records the rows,
-evaluates on the evaluation cadence (queued before the sync, so the device runs it while the host
-formats rows), prints the chosen evaluation lines, and checkpoints on the checkpoint cadence. With
+The updates run in blocks, each one compiled call over every seed (host/update_blocks.py: a block
+ends at every evaluation and checkpoint, and after at most a few updates); after a block the loop
+reads its stats (the one host sync per block), stops on a non-finite update before writing
+anything of it, records one row per update, evaluates on the evaluation cadence (queued before
+the sync, so the device runs it while the host formats rows), prints the chosen evaluation lines,
+and checkpoints on the checkpoint cadence. With
 ``tensorboard`` each row also goes to the seed's TensorBoard event file (tensorboard.py); with a
-deadline the loop stops at the first update boundary past it, on a checkpoint.
+deadline the loop stops at the first block boundary past it, on a checkpoint.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .algorithms import FINITE_STAT, compile_algorithm
 from .checkpoint import save_checkpoint
 from .host.ctrl_c import ctrl_c_deferred
 from .host.seed_groups import over_seed_groups, seed_slices, worker_count
+from .host.update_blocks import block_end, updates_per_call
 from .records import SeedRecord, best_evaluation_line, decade_crossed, fmt, power_of_ten, report_every_updates
 from .results import NonFiniteError, TrainResult
 from .run_files import CHECKPOINT
@@ -172,6 +175,29 @@ class Run:
                 save_checkpoint(os.path.join(rec.run_dir, CHECKPOINT), state, meta)
             self.checkpoint_update = update
 
+    def _block_program(self, capacity: int):
+        """``run(state, count) -> (state, stats of (S, capacity))``: `count` updates in one call.
+
+        Over the run's seed slices; a capacity of 1 calls the one-update program.
+        """
+        if capacity == 1:
+            update = over_seed_groups(self.compiled.update, self.seed_slices)
+
+            def run(state, count):
+                state, stats = update(state, self.train_params)
+                return state, jax.tree_util.tree_map(lambda v: v[:, None], stats)
+            return run
+        block = over_seed_groups(self.compiled.update_block, self.seed_slices)
+        return lambda state, count: block(state, self.train_params, jnp.int32(count), capacity)
+
+    def _keep(self, block_rows: list[list[dict]], tb_logs) -> None:
+        """Append each update's rows (one per seed) to the seeds' records and event files."""
+        for rows in block_rows:
+            for rec, row in zip(self.records, rows):
+                rec.rows.append(row)
+            for tb, row in zip(tb_logs, rows):
+                tb.add_row(row)
+
     def _non_finite(self, update: int, finite: np.ndarray, stats: dict) -> NonFiniteError:
         """Flush the finite updates' rows and describe the failed update (nothing of it is kept)."""
         for rec in self.records:
@@ -204,14 +230,17 @@ class Run:
             start_update: updates done so far.
             wall_offset: seconds of training so far (the ``wall`` column continues from it).
             n: updates to train; None: to the end of the run.
-            deadline: a ``time.monotonic()`` time: the first update that ends past it is the
-                last one, and a checkpoint is written there (``stopped_at_deadline`` tells). At
-                least one update is trained. None: no deadline.
+            deadline: a ``time.monotonic()`` time: the first block of updates that ends past it
+                is the last one (a block ends at every evaluation and checkpoint, and after at
+                most `update_blocks.updates_per_call` updates), and a checkpoint is written
+                there (``stopped_at_deadline`` tells). At least one update is trained. None: no
+                deadline.
             stop_when: ``(update, records) -> bool``, asked after each update once its rows and
                 evaluation are recorded (``records``: one `SeedRecord` per seed, with ``best``
                 and ``best_step``): True makes that update the last one, checkpointed like a
                 deadline stop (``stopped_by_rule`` tells). A pure function of the records keeps
-                the stop deterministic, so a resume stops at the same update. None: never.
+                the stop deterministic, so a resume stops at the same update. With a rule every
+                update is its own call. None: never.
 
         Returns:
             (state on the device, updates done, wall seconds). Updates past the last checkpoint
@@ -227,47 +256,64 @@ class Run:
         tb_logs = self._tensorboard_logs()
         self.stopped_at_deadline = self.stopped_by_rule = False
         state = jax.tree_util.tree_map(jnp.asarray, state)
-        update = over_seed_groups(self.compiled.update, self.seed_slices)
+        # A rule is asked after every update, so it gets one update a call; otherwise blocks of
+        # updates run as one call each (host/update_blocks.py), with the bits of single calls.
+        capacity = 1 if stop_when is not None else \
+            min(updates_per_call(), self.eval_every_updates, self.checkpoint_every)
+        run_block = self._block_program(capacity)
         t0 = time.perf_counter()
+        wall = wall_offset
+        done = start_update
         try:
-            for i in range(start_update, end):
-                state, stats = update(state, self.train_params)
-                last = i == n_updates - 1
-                evaluating = (i + 1) % self.eval_every_updates == 0 or last
-                # Queued before the stats sync, the evaluation runs straight after the update
+            while done < end:
+                block_last = block_end(done, end, (self.eval_every_updates, self.checkpoint_every,
+                                                   CSV_FLUSH_EVERY), capacity)
+                state, stats = run_block(state, block_last - done)
+                last = block_last == n_updates
+                evaluating = block_last % self.eval_every_updates == 0 or last
+                # Queued before the stats sync, the evaluation runs straight after the block
                 # while the host reads the stats and formats the rows (a non-finite update
                 # discards it unread).
                 episodes = self._dispatch_evaluation(state) if evaluating else None
-                stats = jax.device_get(stats)  # the host sync of every update
-                finite = np.asarray(stats.pop(FINITE_STAT), bool)
-                if not finite.all():
-                    raise self._non_finite(i + 1, finite, stats)
-                step = (i + 1) * cfg.rollout_size
-                wall = wall_offset + time.perf_counter() - t0
-                rows = [{"step": str(step), "wall": fmt(wall), "update": str(i + 1),
-                         **{k: fmt(v[s]) for k, v in stats.items()}}
-                        for s in range(len(self.seeds))]
+                stats = jax.device_get(stats)  # the host sync of every block
+                finite = np.asarray(stats.pop(FINITE_STAT), bool)  # (S, capacity)
+                block_start_wall, wall = wall, wall_offset + time.perf_counter() - t0
+                block_rows = []  # per update of the block: one row per seed
+                for u in range(done + 1, block_last + 1):
+                    j = u - done - 1
+                    update_stats = {k: v[:, j] for k, v in stats.items()}
+                    if not finite[:, j].all():
+                        self._keep(block_rows, tb_logs)
+                        raise self._non_finite(u, finite[:, j], update_stats)
+                    # Updates inside a block share one clock reading: their wall is spread
+                    # evenly over the block (exact at its end, where evaluations fall).
+                    share = (j + 1) / (block_last - done)
+                    row_wall = block_start_wall + (wall - block_start_wall) * share
+                    block_rows.append([{"step": str(u * cfg.rollout_size), "wall": fmt(row_wall),
+                                        "update": str(u), **{k: fmt(v[s]) for k, v in
+                                                             update_stats.items()}}
+                                       for s in range(len(self.seeds))])
                 jt = None
                 if evaluating:
-                    report = (i + 1) % self.report_every_updates == 0 or last or \
-                        i + 1 == self.eval_every_updates
-                    jt = self._evaluate(episodes, state, step, wall, rows, reporter, report)
-                for rec, row in zip(self.records, rows):
-                    rec.rows.append(row)
-                for tb, row in zip(tb_logs, rows):
-                    tb.add_row(row)
-                # Checked after the update, so every call trains at least one.
-                ruled = stop_when is not None and not last and stop_when(i + 1, self.records)
-                stop = ruled or (deadline is not None and not last and i + 1 < end
+                    report = block_last % self.report_every_updates == 0 or last or \
+                        block_last == self.eval_every_updates
+                    jt = self._evaluate(episodes, state, block_last * cfg.rollout_size, wall,
+                                        block_rows[-1], reporter, report)
+                self._keep(block_rows, tb_logs)
+                # Checked after the block, so every call trains at least one update.
+                ruled = stop_when is not None and not last and stop_when(block_last, self.records)
+                stop = ruled or (deadline is not None and not last and block_last < end
                                  and time.monotonic() >= deadline)
-                if (i + 1) % self.checkpoint_every == 0 or last or stop:
-                    self._checkpoint(state, i + 1, wall)
-                elif (i + 1) % CSV_FLUSH_EVERY == 0:
+                if block_last % self.checkpoint_every == 0 or last or stop:
+                    self._checkpoint(state, block_last, wall)
+                elif block_last % CSV_FLUSH_EVERY == 0:
                     for rec in self.records:
                         rec.flush()
-                reporter.update(step, jt)
+                for u in range(done + 1, block_last + 1):
+                    reporter.update(u * cfg.rollout_size, jt if u == block_last else None)
+                done = block_last
                 if stop:
-                    end = i + 1
+                    end = done
                     self.stopped_by_rule, self.stopped_at_deadline = ruled, not ruled
                     break
         finally:

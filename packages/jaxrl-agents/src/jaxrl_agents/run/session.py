@@ -317,8 +317,8 @@ class Session:
 
         Args:
             n_updates: updates to train (None: to the end).
-            time_budget: seconds of wall-clock from this call: the first update that ends past
-                it is the last, and it is checkpointed, so the run stops cleanly and resumes
+            time_budget: seconds of wall-clock from this call: the first block of updates that
+                ends past it is the last (`loop.Run.advance`), and it is checkpointed, so the run stops cleanly and resumes
                 bit-identically (``stopped_at_deadline`` tells). None: no budget.
             stop_when: ``(update, records) -> bool`` asked after every update (`loop.Run.advance`):
                 True stops there, on a checkpoint (``stopped_by_rule`` tells). Staged runs

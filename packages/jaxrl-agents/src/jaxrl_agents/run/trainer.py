@@ -5,7 +5,9 @@ compiled once. Each seed still gets its own run directory (so every tool reads o
 
     <out>/<algo>_<YYYYmmdd-HHMMSS>_s<seed>[_<tag>]/
         config.json      everything needed to rebuild the run (run_config.py)
-        progress.csv     one row per update: step, wall, then the stats sorted by name; the eval
+        progress.csv     one row per update: step, wall (seconds of training at the update's
+                         end; the updates of one compiled block share one clock reading,
+                         spread evenly: host/update_blocks.py), then the stats sorted by name; the eval
                          fields (eval_return, eval_len, then eval_<field> for every field of the
                          env's evaluation summary) on eval rows only
         evals.npz        every evaluation episode: step (n_evals,), reward / alive (n_evals, T),
@@ -101,8 +103,8 @@ def train(algo: str | RunSpec = "ppo", env: Any = DEFAULT_ENV, env_options: dict
         tensorboard: also write TensorBoard event files into ``<run_dir>/tensorboard/``
             (needs tensorboardX, the extra ``jaxrl-agents[tensorboard]``); recorded in
             config.json, so a resume keeps writing them.
-        time_budget: seconds of wall-clock from when training starts: the first update that
-            ends past it is the last, checkpointed (``finished`` is then False and `resume`
+        time_budget: seconds of wall-clock from when training starts: the first block of
+            updates that ends past it is the last (`loop.Run.advance`), checkpointed (``finished`` is then False and `resume`
             continues bit-identically). None: no budget.
 
     Returns:
