@@ -8,10 +8,13 @@ paper's 333-step pulse, float64 physics, so every variant there runs under x64).
 built from the library's own pieces (rollout phase, loss, learner, optimiser) and differs from
 the one above it in one thing:
 
-- ``trainer``: what ``jaxrl-train`` runs (`run.algorithms.compile_algorithm`'s update: the seed
-  axis, the learning phase under ``lax.map``, the per-seed non-finite flag), one call per update
-  and the stats fetched to the host after each (the trainer's progress row), in the precision the
-  run takes now (float32 on CartPole; x64 on the gate);
+- ``trainer``: what ``jaxrl-train`` runs (`run.algorithms.compile_algorithm`'s programs: the seed
+  axis, the learning phase under ``lax.map``, the per-seed non-finite flag), 4 updates a call
+  (`Compiled.update_block`, the trainer's blocks: run/host/update_blocks.py) and the stats fetched
+  to the host after each call (the trainer's progress rows), in the precision the run takes now
+  (float32 on CartPole; x64 on the gate);
+- ``trainer, 1 update a call``: the same with one call of `Compiled.update` per update and its
+  stats fetched after each, as the trainer ran before its blocks;
 - ``trainer, x64``: the same under ``jax.enable_x64(True)``, as every run was before issue 36
   (CartPole only);
 - ``plain``: ``jit(ppo.update.make_update(...))``, stats fetched after each update: no seed axis,
@@ -41,6 +44,7 @@ import time
 import jax
 import jax.numpy as jnp
 import optax
+from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
 from timing import load
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
@@ -130,22 +134,28 @@ def _variants(env, cfg, x64: bool, scan_n: int, with_x64_row: bool):
             return run
         return make
 
-    def trainer():
-        comp = compile_algorithm("ppo", env, cfg)
-        state = comp.init(jnp.stack([jax.random.PRNGKey(0)]), params)
+    def trainer(per_call: int = scan_n):
+        def make():
+            comp = compile_algorithm("ppo", env, cfg)
+            state = comp.init(jnp.stack([jax.random.PRNGKey(0)]), params)
+            count = jnp.int32(per_call)
 
-        def run(n):
-            nonlocal state
-            for _ in range(n):
-                state, stats = comp.update(state, params)
-                stats = jax.device_get(stats)  # the host sync of every update (run/loop.py)
-            jax.block_until_ready(state)
-        return run
+            def run(n):
+                nonlocal state
+                for _ in range(n // per_call):
+                    if per_call == 1:
+                        state, stats = comp.update(state, params)
+                    else:
+                        state, stats = comp.update_block(state, params, count, per_call)
+                    stats = jax.device_get(stats)  # the host sync of every call (run/loop.py)
+                jax.block_until_ready(state)
+            return run
+        return make
 
     elementwise = optax.chain(optax.clip(cfg.max_grad_norm), optax.scale_by_adam(eps=cfg.adam_eps))
-    rows = {"trainer": (x64, trainer)}
+    rows = {"trainer": (x64, trainer()), "trainer, 1 update a call": (x64, trainer(1))}
     if with_x64_row:
-        rows["trainer, x64"] = (True, trainer)
+        rows["trainer, x64"] = (True, trainer())
     rows.update({
         "plain": (x64, single(_update(model, env, cfg))),
         "no stats": (x64, single(_update(model, env, cfg, stats=False))),
@@ -163,11 +173,11 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=8, help="updates timed per variant and round")
     args = p.parse_args()
     if args.updates % 4:
-        p.error("--updates: expected a multiple of 4 (the scan variant runs 4 updates a call)")
+        p.error("--updates: expected a multiple of 4 (the trainer and the scan run 4 updates a call)")
     env = _env(args.env)
     gate = args.env == "gate"
     cfg = _config(args.updates * (args.rounds + 1) + 8)
-    rows = _variants(env, cfg, x64=gate, scan_n=4, with_x64_row=not gate)
+    rows = _variants(env, cfg, x64=gate, scan_n=UPDATES_PER_CALL, with_x64_row=not gate)
     runners = {}
     for name, (x64, make) in rows.items():
         with jax.enable_x64(x64):

@@ -24,18 +24,19 @@ Gradient clipping, each side both ways (the one difference of semantics that mat
   ``clip_by_global_norm`` + Adam (so the norm is per network: actor and critic separately);
 - ``element-wise``: rejax natively (``optax.clip`` of every gradient entry to +-0.5, separate actor
   and critic optimisers); ours with that transformation in place of its own (the update of
-  bench/ppo_ablation.py, called once per update like the trainer's, without its seed axis).
+  bench/ppo_ablation.py in a ``lax.scan`` of the trainer's block length, without its seed axis).
 
 Still not equal (each library's own choice): network init (ours: SB3's orthogonal gains; rejax:
 flax's lecun normal), value clipping (rejax clips the value update by clip_eps; ours, as SB3 by
 default, does not), and time limits (rejax does not bootstrap an episode cut by the time limit;
 ours bootstraps V(final_obs) there, SB3's rule).
 
-Rounds: every round trains each of the four (library x clipping) from a fresh state with that
+Rounds: every round trains each of the four (library x clipping), and ours global-norm also one
+call per update (the trainer before its blocks of updates), from a fresh state with that
 round's seed, in an order that alternates between rounds, after one compilation each (timed
 separately, not counted). Throughput: env steps per second of the whole budget (rollouts, GAE,
-all gradient steps; ours one call per update, as the trainer runs it, rejax its one ``train``
-program with evaluation switched off); the table gives medians over rounds and the ratio to
+all gradient steps; ours as the trainer runs it, 4 updates a compiled call with the host reading
+every call's stats, rejax its one ``train`` program with evaluation switched off); the table gives medians over rounds and the ratio to
 rejax with the same clipping. Final return: the same evaluator for every final policy:
 CartPole, 64 episodes with the greedy (arg-max) action, mean undiscounted return (500 =
 perfect); the gate, the nominal device (no drift) with the mean action, undiscounted return of
@@ -52,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
 from timing import load
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
@@ -141,12 +143,20 @@ def environments(name: str):
             qgx.LegacyStepView(qgx.make(precision="float32")), gate_return)
 
 
-def ours(env, updates: int, clip: str):
-    """``train(seed) -> (seconds, act)``, compiled; `clip`: "global-norm" or "element-wise"."""
+def ours(env, updates: int, clip: str, per_call: int = UPDATES_PER_CALL):
+    """``train(seed) -> (seconds, act)``, compiled; `clip`: "global-norm" or "element-wise".
+
+    As the trainer runs it: `per_call` updates in one compiled call (its blocks,
+    run/host/update_blocks.py; 1: one call per update, as before the blocks), the stats of every
+    call read by the host.
+    """
     from jaxrl_agents.ppo.update import init
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config, model_for
     from ppo_ablation import _update
 
+    if updates % per_call:
+        raise ValueError(f"--updates: expected a multiple of {per_call} (updates per call), "
+                         f"got {updates}")
     cfg = make_config("ppo", dict(total_steps=N_ENVS * N_STEPS * updates, n_envs=N_ENVS,
                                   n_steps=N_STEPS, n_epochs=EPOCHS, n_minibatches=MINIBATCHES,
                                   lr=HP["lr"], lr_decay=0.0, adam_eps=1e-8, gamma=HP["gamma"],
@@ -156,23 +166,27 @@ def ours(env, updates: int, clip: str):
                                   activation="tanh"))
     params = env.default_params
     model = model_for(env, cfg)
-    if clip == "global-norm":  # what jaxrl-train compiles, one call per update
+    if clip == "global-norm":  # the programs jaxrl-train compiles
         comp = compile_algorithm("ppo", env, cfg)
         start = lambda seed: comp.init(jnp.stack([jax.random.PRNGKey(seed)]), params)  # noqa: E731
-        step = comp.update
+        count = jnp.int32(per_call)
+        step = ((lambda st: comp.update(st, params)) if per_call == 1
+                else lambda st: comp.update_block(st, params, count, per_call))
         actor = lambda st: jax.tree_util.tree_map(lambda x: x[0], st.params["actor"])  # noqa: E731
     else:
         tx = optax.chain(optax.clip(HP["max_grad_norm"]), optax.scale_by_adam(eps=1e-8))
-        step = jax.jit(_update(model, env, cfg, tx=tx))
+        one = _update(model, env, cfg, tx=tx)
+        step = jax.jit(lambda st: jax.lax.scan(lambda c, _: one(c, params), st, None, per_call))
         start = lambda seed: init(jax.random.PRNGKey(seed), model, env, params, cfg)  # noqa: E731
         actor = lambda st: st.params["actor"]  # noqa: E731
 
     def train(seed, n=updates):
         t0 = time.perf_counter()
         state = start(seed)
-        for _ in range(n):
-            state, stats = step(state, params)
-        jax.block_until_ready(stats)
+        for _ in range(n // per_call):
+            state, stats = step(state)
+            jax.device_get(stats)  # the trainer's host sync after every call
+        jax.block_until_ready(state)
         seconds = time.perf_counter() - t0
         a = actor(state)
         return seconds, jax.jit(lambda obs: model.mode(a, obs))
@@ -229,17 +243,18 @@ def rejax(env, updates: int, clip: str):
 
 
 SIDES = [("jaxrl-agents", "global-norm"), ("rejax", "global-norm"),
-         ("jaxrl-agents", "element-wise"), ("rejax", "element-wise")]
+         ("jaxrl-agents", "element-wise"), ("rejax", "element-wise"),
+         ("jaxrl-agents, 1 update a call", "global-norm")]  # the trainer before its blocks
 
 
 def compare(env_name: str, rounds: int, updates: int) -> dict:
-    """Compile the four sides, then `rounds` interleaved rounds; name -> list of (sps, return)."""
+    """Compile the five sides, then `rounds` interleaved rounds; name -> list of (sps, return)."""
     ours_env, rejax_env, final_return = environments(env_name)
     trainers = {}
     for lib, clip in SIDES:
         t0 = time.perf_counter()
-        train = (ours(ours_env, updates, clip) if lib == "jaxrl-agents"
-                 else rejax(rejax_env, updates, clip))
+        train = (rejax(rejax_env, updates, clip) if lib == "rejax"
+                 else ours(ours_env, updates, clip, 1 if "1 update" in lib else UPDATES_PER_CALL))
         train(10_000)  # compiles (the whole budget on a throw-away seed)
         print(f"  {lib:12s} {clip:12s} compiled (and one budget run) in "
               f"{time.perf_counter() - t0:5.1f} s", flush=True)

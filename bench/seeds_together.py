@@ -12,7 +12,9 @@ the gate recipe polishes with), three ways to train S seeds:
 - **slices**: the trainer's way now (`run.host.seed_groups`): the S seeds split into one slice per
   core, each slice's update in its own thread.
 
-Every case is compiled first; then rounds interleave the cases (so a burst of load on a shared
+Each way runs as the trainer does: `--per-call` updates in one compiled call
+(`Compiled.update_block`, run/host/update_blocks.py; 1: one call per update, as before the
+trainer's blocks). Every case is compiled first; then rounds interleave the cases (so a burst of load on a shared
 machine hits all of them alike) and the medians over rounds are printed with the ratio apart /
 together. The PPO rows also give the update's achieved GFLOP/s (its network passes counted from
 the layer shapes) beside a plain `jnp.dot` at the learning step's shape (256 x 128 x 128) and at
@@ -28,6 +30,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
 
 CONFIGS = {
     "ppo": ("ppo", {}),
@@ -77,12 +80,24 @@ def dot_gflops(rows: int, inner: int, cols: int, reps: int = 200) -> float:
     return 2.0 * rows * inner * cols * reps / statistics.median(times) / 1e9
 
 
+def _per_call(compiled, per_call: int):
+    """``program(states, env_params)``: `per_call` updates in one compiled call."""
+    if per_call == 1:
+        return compiled.update
+    count = jnp.int32(per_call)
+    return lambda states, params: compiled.update_block(states, params, count, per_call)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=8, help="S, the seeds trained together")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
     ap.add_argument("--algos", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--per-call", type=int, default=UPDATES_PER_CALL,
+                    help="updates per compiled call (the trainer's blocks; 1: one call each)")
     args = ap.parse_args()
+    if args.per_call < 1:
+        ap.error(f"--per-call: expected a positive integer, got {args.per_call}")
 
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
@@ -98,9 +113,10 @@ def main() -> None:
             algo, over = CONFIGS[name]
             cfg = make_config(algo, {"total_steps": 20_000_000, **over})
             compiled = compile_algorithm(algo, env, cfg)
-            for way, n, update in (("apart", 1, compiled.update),
-                                   ("one program", S, compiled.update),
-                                   (f"{slices} slices", S, over_seed_groups(compiled.update, slices))):
+            program = _per_call(compiled, args.per_call)
+            for way, n, update in (("apart", 1, program),
+                                   ("one program", S, program),
+                                   (f"{slices} slices", S, over_seed_groups(program, slices))):
                 state = compiled.init(jnp.stack([jax.random.PRNGKey(s) for s in range(n)]), params)
                 state, _ = update(state, params)  # compiles
                 jax.block_until_ready(state)
@@ -113,13 +129,14 @@ def main() -> None:
                 t = time.perf_counter()
                 state, _ = update(state, params)
                 jax.block_until_ready(state)
-                times[key].append((time.perf_counter() - t) / n)
+                times[key].append((time.perf_counter() - t) / (n * args.per_call))
                 case[1] = state
         small, large = dot_gflops(256, 128, 128), dot_gflops(8192, 128, 128)
     load = os.getloadavg()
 
     print(f"\nseeds together vs apart: gate env, paper hyper-parameters, S = {S} seeds, "
-          f"{slices} slices on {worker_count()} cores, medians of {args.rounds} interleaved rounds, "
+          f"{slices} slices on {worker_count()} cores, {args.per_call} updates a call, "
+          f"medians of {args.rounds} interleaved rounds, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
     print("| config | way | s per seed and update | env steps/s (all seeds) | apart / this |")
     print("| --- | --- | --- | --- | --- |")

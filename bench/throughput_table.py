@@ -6,8 +6,11 @@
 Cells (rows x columns: gymnax CartPole-v1 and the gate, 1 seed and S = 8 seeds):
 
 - **jaxrl-agents PPO, TRPO, IPPO**, compiled as the trainer compiles them (`compile_algorithm`),
-  one call of ``compiled.update`` per update; S seeds the trainer's way now:
-  ``over_seed_groups(compiled.update, n_slices)`` with ``n_slices = len(seed_slices(S,
+  called as the trainer calls them: 4 updates a call (``compiled.update_block``, its blocks) where
+  a unit holds whole blocks (CartPole's 16 updates), one call of ``compiled.update`` per update
+  otherwise (the gate's unit of 1 update; the gate preset evaluates after every update), the
+  stats read after every call; S seeds the trainer's way now:
+  ``over_seed_groups(program, n_slices)`` with ``n_slices = len(seed_slices(S,
   worker_count()))`` (one slice per core, as bench/seeds_together.py's "slices").
   Precision as a run picks it (`run.host.precision`): CartPole float32 (it declares no need for
   x64), the gate float64 under ``jax.enable_x64(True)`` (``quantgate_env.make()``).
@@ -61,6 +64,7 @@ import jax.numpy as jnp
 import rejax_compare
 import seeds_together
 import train_throughput
+from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
 from timing import load
 
 ENVS = ("cartpole", "gate")
@@ -102,20 +106,32 @@ class Cell:
 
 
 def ours(algo: str, env, cfg, n_seeds: int, updates: int):
-    """One unit of the trainer's update: `updates` calls for `n_seeds` seeds (sliced when > 1)."""
+    """One unit of the trainer's updates: `updates` for `n_seeds` seeds (sliced when > 1).
+
+    As the trainer calls them: blocks of `UPDATES_PER_CALL` updates a call when `updates` is a
+    multiple of it (one call per update otherwise), the stats read after every call.
+    """
     from jaxrl_agents.run.algorithms import compile_algorithm
     from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
 
     params = env.default_params
     compiled = compile_algorithm(algo, env, cfg)
-    update = over_seed_groups(compiled.update, len(seed_slices(n_seeds, worker_count())))
+    slices = len(seed_slices(n_seeds, worker_count()))
+    # The trainer's blocks of updates (run/host/update_blocks.py) where the unit holds whole blocks.
+    per_call = UPDATES_PER_CALL if updates % UPDATES_PER_CALL == 0 else 1
+    if per_call == 1:
+        update = over_seed_groups(compiled.update, slices)
+    else:
+        block, count = over_seed_groups(compiled.update_block, slices), jnp.int32(per_call)
+        update = lambda state, p: block(state, p, count, per_call)  # noqa: E731
     box = [compiled.init(jnp.stack([jax.random.PRNGKey(s) for s in range(n_seeds)]), params)]
 
     def run(_r: int):
         state = box[0]
         t0 = time.perf_counter()
-        for _ in range(updates):
-            state, _stats = update(state, params)
+        for _ in range(updates // per_call):
+            state, stats = update(state, params)
+            jax.device_get(stats)  # the trainer's host sync after every call
         jax.block_until_ready(state)
         seconds = time.perf_counter() - t0
         box[0] = state
