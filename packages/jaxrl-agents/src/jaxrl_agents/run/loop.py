@@ -72,6 +72,9 @@ class Run:
         # Slices of the seed axis the update runs in, one thread each (host/seed_groups.py): as
         # many as this machine has cores for a new run; a resume sets what its checkpoint recorded.
         self.seed_slices = len(seed_slices(len(seeds), worker_count()))
+        # Updates one compiled call runs at most (host/update_blocks.py); one for a staged rule.
+        self.updates_per_call = min(updates_per_call(), self.eval_every_updates,
+                                    self.checkpoint_every)
         self.compiled = compile_algorithm(algo, env, cfg)
         self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by
         self.train_params = env.default_params
@@ -190,6 +193,37 @@ class Run:
         block = over_seed_groups(self.compiled.update_block, self.seed_slices)
         return lambda state, count: block(state, self.train_params, jnp.int32(count), capacity)
 
+    def _block_rows(self, done: int, block_last: int, stats: dict, start_wall: float,
+                    end_wall: float, tb_logs) -> list[list[dict]]:
+        """The progress rows of updates ``done + 1`` ... `block_last`: per update, one per seed.
+
+        Args:
+            done: updates trained before the block.
+            block_last: the block's last update.
+            stats: the block's stats, host arrays of (S, capacity), `FINITE_STAT` among them.
+            start_wall: seconds of training when the block started.
+            end_wall: seconds of training when it ended.
+            tb_logs: the seeds' TensorBoard logs (the rows before a non-finite update go there).
+
+        Raises:
+            NonFiniteError: an update of the block was not finite; the rows before it are kept
+                first (`_non_finite`).
+        """
+        finite = np.asarray(stats.pop(FINITE_STAT), bool)
+        rows = []
+        for j, u in enumerate(range(done + 1, block_last + 1)):
+            update_stats = {k: v[:, j] for k, v in stats.items()}
+            if not finite[:, j].all():
+                self._keep(rows, tb_logs)
+                raise self._non_finite(u, finite[:, j], update_stats)
+            # Updates inside a block share one clock reading: their wall is spread evenly over
+            # the block (exact at its end, where evaluations fall).
+            wall = start_wall + (end_wall - start_wall) * (j + 1) / (block_last - done)
+            rows.append([{"step": str(u * self.cfg.rollout_size), "wall": fmt(wall),
+                          "update": str(u), **{k: fmt(v[s]) for k, v in update_stats.items()}}
+                         for s in range(len(self.seeds))])
+        return rows
+
     def _keep(self, block_rows: list[list[dict]], tb_logs) -> None:
         """Append each update's rows (one per seed) to the seeds' records and event files."""
         for rows in block_rows:
@@ -258,8 +292,7 @@ class Run:
         state = jax.tree_util.tree_map(jnp.asarray, state)
         # A rule is asked after every update, so it gets one update a call; otherwise blocks of
         # updates run as one call each (host/update_blocks.py), with the bits of single calls.
-        capacity = 1 if stop_when is not None else \
-            min(updates_per_call(), self.eval_every_updates, self.checkpoint_every)
+        capacity = 1 if stop_when is not None else self.updates_per_call
         run_block = self._block_program(capacity)
         t0 = time.perf_counter()
         wall = wall_offset
@@ -276,23 +309,9 @@ class Run:
                 # discards it unread).
                 episodes = self._dispatch_evaluation(state) if evaluating else None
                 stats = jax.device_get(stats)  # the host sync of every block
-                finite = np.asarray(stats.pop(FINITE_STAT), bool)  # (S, capacity)
                 block_start_wall, wall = wall, wall_offset + time.perf_counter() - t0
-                block_rows = []  # per update of the block: one row per seed
-                for u in range(done + 1, block_last + 1):
-                    j = u - done - 1
-                    update_stats = {k: v[:, j] for k, v in stats.items()}
-                    if not finite[:, j].all():
-                        self._keep(block_rows, tb_logs)
-                        raise self._non_finite(u, finite[:, j], update_stats)
-                    # Updates inside a block share one clock reading: their wall is spread
-                    # evenly over the block (exact at its end, where evaluations fall).
-                    share = (j + 1) / (block_last - done)
-                    row_wall = block_start_wall + (wall - block_start_wall) * share
-                    block_rows.append([{"step": str(u * cfg.rollout_size), "wall": fmt(row_wall),
-                                        "update": str(u), **{k: fmt(v[s]) for k, v in
-                                                             update_stats.items()}}
-                                       for s in range(len(self.seeds))])
+                block_rows = self._block_rows(done, block_last, stats, block_start_wall, wall,
+                                              tb_logs)
                 jt = None
                 if evaluating:
                     report = block_last % self.report_every_updates == 0 or last or \
