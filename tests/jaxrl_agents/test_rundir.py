@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 from jaxrl_agents.common.fileio import lock_directory
-from jaxrl_agents.run.checkpoint import save_checkpoint
+from jaxrl_agents.run.checkpoint import load_checkpoint, replace_checkpoint_meta, save_checkpoint
 from jaxrl_agents.run.rundir import Crossing, RunDir, attempt_dirs, to_float
 from jaxrl_agents.run.spec import RunSpec
 
@@ -134,3 +134,19 @@ def test_damaged_files_are_named(tmp_path):
         f.write("x,1,,\n")
     with pytest.raises(ValueError, match=r"progress.csv: line 6: expected an integer step"):
         bad.rows()
+
+
+def test_replace_checkpoint_meta_keeps_the_leaves_and_names_a_bad_file(tmp_path):
+    tree = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array([7, 8], np.int32)}
+    path = str(tmp_path / "checkpoint.npz")
+    save_checkpoint(path, tree, {"update": 3, "seed_slices": 2})
+    replace_checkpoint_meta(path, {"update": 3})
+    loaded, meta = load_checkpoint(path, tree)
+    assert meta == {"update": 3}
+    for k in tree:
+        np.testing.assert_array_equal(loaded[k], tree[k])
+        assert loaded[k].dtype == tree[k].dtype
+    other = tmp_path / "other.npz"
+    np.savez(other, x=np.zeros(2))
+    with pytest.raises(ValueError, match=f"{other}: not a jaxrl-agents checkpoint"):
+        replace_checkpoint_meta(str(other), {})

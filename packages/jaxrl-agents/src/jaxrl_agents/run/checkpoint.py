@@ -25,7 +25,8 @@ import numpy as np
 
 from ..common.fileio import atomic_savez, load_npz
 
-__all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint", "CHECKPOINT_FORMAT"]
+__all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint", "replace_checkpoint_meta",
+           "CHECKPOINT_FORMAT"]
 
 CHECKPOINT_FORMAT = "jaxrl_agents.checkpoint"
 CHECKPOINT_VERSION = 1
@@ -45,8 +46,27 @@ def save_checkpoint(path: str, tree: Any, meta: dict | None = None) -> None:
         dtypes.append(a.dtype.str)
     header = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "paths": paths,
               "shapes": shapes, "dtypes": dtypes, "meta": meta or {}}
+    _write(path, arrays, header)
+
+
+def _write(path: str, leaves: dict[str, np.ndarray], header: dict) -> None:
+    """Atomically write the ``leaf_*`` arrays and the JSON `header` as `path`."""
+    arrays = dict(leaves)
     arrays[_META] = np.frombuffer(json.dumps(header, allow_nan=True).encode(), np.uint8)
     atomic_savez(path, arrays, compress=False)
+
+
+def replace_checkpoint_meta(path: str, meta: dict) -> None:
+    """Rewrite the checkpoint at `path` with the same leaves and `meta` in place of its own.
+
+    For tools that migrate or repair the progress record of a checkpoint (and tests that write
+    one as an older trainer did); the leaves are copied as they are. The write is atomic.
+
+    Raises:
+        ValueError: `path` is not a readable checkpoint (`read_checkpoint`).
+    """
+    arrays, header = read_checkpoint(path)
+    _write(path, arrays, dict(header, meta=meta))
 
 
 def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], dict]:
