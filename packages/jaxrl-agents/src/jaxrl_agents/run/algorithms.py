@@ -128,24 +128,24 @@ def _update_programs(update, *extra):
         ``(update(states, env_params), update_block(states, env_params, count, capacity))``,
         both donating the input state.
     """
-    def block(states, env_params, count, capacity, *extra):
+    def block(states, env_params, count, capacity, *more_args):
         # Stats go into a buffer of `capacity` rows, so one compiled program serves every block
         # length up to it (the loop's blocks end at evaluations and checkpoints: their lengths vary).
-        shapes = jax.eval_shape(update, states, env_params, *extra)[1]
+        shapes = jax.eval_shape(update, states, env_params, *more_args)[1]
         buffer = jax.tree_util.tree_map(lambda a: jnp.zeros((capacity, *a.shape), a.dtype), shapes)
 
-        def more(carry):
+        def go_on(carry):
             done, _, _, finite = carry
             return (done < count) & finite
 
         def one(carry):
             done, states, buffer, _ = carry
-            states, stats = update(states, env_params, *extra)
+            states, stats = update(states, env_params, *more_args)
             buffer = jax.tree_util.tree_map(lambda b, x: b.at[done].set(x), buffer, stats)
             return done + 1, states, buffer, stats[FINITE_STAT].all()
 
         carry = (jnp.int32(0), states, buffer, jnp.bool_(True))
-        _, states, buffer, _ = jax.lax.while_loop(more, one, carry)
+        _, states, buffer, _ = jax.lax.while_loop(go_on, one, carry)
         # (capacity, S, ...) -> (S, capacity, ...): the seed axis leads, as seed slices join it.
         return states, jax.tree_util.tree_map(lambda b: jnp.swapaxes(b, 0, 1), buffer)
 
