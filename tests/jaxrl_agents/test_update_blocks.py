@@ -12,7 +12,8 @@ import pytest
 
 from jaxrl_agents.run import loop, trainer
 from jaxrl_agents.run.algorithms import FINITE_STAT, compile_algorithm, make_config
-from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL, block_end, updates_per_call
+from jaxrl_agents.run.host.update_blocks import (MIN_UPDATES_FOR_BLOCKS, UPDATES_PER_CALL,
+                                                block_end, updates_per_call)
 
 from .conftest import CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 from .marl_toy_envs import RiskyCore
@@ -84,15 +85,18 @@ def test_blocks_end_at_evaluations_checkpoints_and_every_few_updates(done, end, 
     assert block_end(0, 100, (50, 25), 4) == 4
 
 
-def test_updates_per_call_is_read_from_the_environment(monkeypatch):
+def test_long_runs_get_blocks_and_the_environment_can_say_otherwise(monkeypatch):
     monkeypatch.delenv("JAXRL_UPDATES_PER_CALL", raising=False)
-    assert updates_per_call() == UPDATES_PER_CALL
+    assert updates_per_call(MIN_UPDATES_FOR_BLOCKS) == UPDATES_PER_CALL
+    assert updates_per_call(MIN_UPDATES_FOR_BLOCKS - 1) == 1  # a short run: one call each
     monkeypatch.setenv("JAXRL_UPDATES_PER_CALL", "1")
-    assert updates_per_call() == 1
+    assert updates_per_call(10_000) == 1
+    monkeypatch.setenv("JAXRL_UPDATES_PER_CALL", "3")
+    assert updates_per_call(10) == 3
     for bad in ("0", "two", "-3"):
         monkeypatch.setenv("JAXRL_UPDATES_PER_CALL", bad)
         with pytest.raises(ValueError, match="JAXRL_UPDATES_PER_CALL: expected a positive integer"):
-            updates_per_call()
+            updates_per_call(10_000)
 
 
 def test_a_run_in_blocks_writes_the_files_of_one_call_per_update(tmp_path, monkeypatch):
@@ -100,7 +104,7 @@ def test_a_run_in_blocks_writes_the_files_of_one_call_per_update(tmp_path, monke
                 checkpoint_every=4, progress="off")
     monkeypatch.setenv("JAXRL_UPDATES_PER_CALL", "1")
     singles = trainer.train("ppo", TOY_ENV, out=str(tmp_path / "singles"), **args)
-    monkeypatch.delenv("JAXRL_UPDATES_PER_CALL")
+    monkeypatch.setenv("JAXRL_UPDATES_PER_CALL", "4")  # blocks, though the run is short
     ends = []
     real_block_end = loop.block_end
     monkeypatch.setattr(loop, "block_end", lambda *a: ends.append(real_block_end(*a)) or ends[-1])

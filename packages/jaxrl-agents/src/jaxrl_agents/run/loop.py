@@ -73,7 +73,7 @@ class Run:
         # many as this machine has cores for a new run; a resume sets what its checkpoint recorded.
         self.seed_slices = len(seed_slices(len(seeds), worker_count()))
         # Updates one compiled call runs at most (host/update_blocks.py); one for a staged rule.
-        self.updates_per_call = min(updates_per_call(), self.eval_every_updates,
+        self.updates_per_call = min(updates_per_call(cfg.n_updates), self.eval_every_updates,
                                     self.checkpoint_every)
         self.compiled = compile_algorithm(algo, env, cfg)
         self.evaluation = evaluation_of(env)  # what an evaluation records, prints and ranks by

@@ -2,11 +2,12 @@
 
 After every compiled call the host reads the stats back, formats rows and queues the next call;
 the device idles meanwhile. On the gate env that round trip cost PPO 5-8 % of its env steps/s
-(bench/ppo_ablation.py: a ``lax.scan`` of 4 updates recovered all of it, no longer scan more). So
+(bench/ppo_ablation.py: a ``lax.scan`` of 4 updates recovered all of it). So
 the loop runs the updates between two of its visits as one call (`Compiled.update_block`): a
 block ends at every evaluation, checkpoint, progress.csv rewrite and the run's end, and after at most
 `updates_per_call` updates, so Ctrl-C, the progress line and a deadline still answer within a few
-updates. Every block boundary is an absolute update number, never one counted from where the
+updates. A run of fewer than `MIN_UPDATES_FOR_BLOCKS` updates keeps one call per
+update. Every block boundary is an absolute update number, never one counted from where the
 process started: a resumed run computes the same blocks as the uninterrupted one. (A block gives
 the bits of its updates called one by one, so the blocks only move wall-clock figures.)
 """
@@ -15,23 +16,28 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["UPDATES_PER_CALL", "updates_per_call", "block_end"]
+__all__ = ["UPDATES_PER_CALL", "MIN_UPDATES_FOR_BLOCKS", "updates_per_call", "block_end"]
 
 UPDATES_PER_CALL = 4  # the most updates one compiled call runs (see the module docstring)
+# Runs with fewer updates keep one call per update: the block is one more program to compile
+# (seconds), more than it saves a short run (a few ms per update).
+MIN_UPDATES_FOR_BLOCKS = 256
 
 
-def updates_per_call() -> int:
-    """The most updates one compiled call runs: `UPDATES_PER_CALL`.
+def updates_per_call(n_updates: int) -> int:
+    """The most updates one compiled call runs in a run of `n_updates` updates.
 
-    ``JAXRL_UPDATES_PER_CALL`` (a positive integer) overrides it; 1 calls the one-update program
-    once per update, as the loop did before blocks (benchmarks compare the two this way).
+    `UPDATES_PER_CALL`, or 1 (one call per update) for a run shorter than
+    `MIN_UPDATES_FOR_BLOCKS`. ``JAXRL_UPDATES_PER_CALL`` (a positive integer) overrides both; 1
+    calls the one-update program once per update, as the loop did before blocks (benchmarks and
+    tests compare the two this way).
 
     Raises:
         ValueError: ``JAXRL_UPDATES_PER_CALL`` is set to something other than a positive integer.
     """
     text = os.environ.get("JAXRL_UPDATES_PER_CALL")
     if text is None:
-        return UPDATES_PER_CALL
+        return UPDATES_PER_CALL if n_updates >= MIN_UPDATES_FOR_BLOCKS else 1
     if not text.strip().isdigit() or int(text) < 1:
         raise ValueError(f"JAXRL_UPDATES_PER_CALL: expected a positive integer, got {text!r}")
     return int(text)
