@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load
+from timing import load, trainer_calls
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
 HP = dict(lr=3e-4, lr_decay=0.0, adam_eps=1e-8, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
@@ -138,15 +138,12 @@ def _variants(env, cfg, x64: bool, scan_n: int, with_x64_row: bool):
         def make():
             comp = compile_algorithm("ppo", env, cfg)
             state = comp.init(jnp.stack([jax.random.PRNGKey(0)]), params)
-            count = jnp.int32(per_call)
+            program = trainer_calls(comp, per_call)
 
             def run(n):
                 nonlocal state
                 for _ in range(n // per_call):
-                    if per_call == 1:
-                        state, stats = comp.update(state, params)
-                    else:
-                        state, stats = comp.update_block(state, params, count, per_call)
+                    state, stats = program(state, params)
                     stats = jax.device_get(stats)  # the host sync of every call (run/loop.py)
                 jax.block_until_ready(state)
             return run

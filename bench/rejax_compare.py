@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load
+from timing import load, trainer_calls
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
 HP = dict(lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.0,
@@ -169,9 +169,8 @@ def ours(env, updates: int, clip: str, per_call: int = UPDATES_PER_CALL):
     if clip == "global-norm":  # the programs jaxrl-train compiles
         comp = compile_algorithm("ppo", env, cfg)
         start = lambda seed: comp.init(jnp.stack([jax.random.PRNGKey(seed)]), params)  # noqa: E731
-        count = jnp.int32(per_call)
-        step = ((lambda st: comp.update(st, params)) if per_call == 1
-                else lambda st: comp.update_block(st, params, count, per_call))
+        program = trainer_calls(comp, per_call)
+        step = lambda st: program(st, params)  # noqa: E731
         actor = lambda st: jax.tree_util.tree_map(lambda x: x[0], st.params["actor"])  # noqa: E731
     else:
         tx = optax.chain(optax.clip(HP["max_grad_norm"]), optax.scale_by_adam(eps=1e-8))

@@ -31,6 +31,7 @@ import time
 import jax
 import jax.numpy as jnp
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
+from timing import trainer_calls
 
 CONFIGS = {
     "ppo": ("ppo", {}),
@@ -80,14 +81,6 @@ def dot_gflops(rows: int, inner: int, cols: int, reps: int = 200) -> float:
     return 2.0 * rows * inner * cols * reps / statistics.median(times) / 1e9
 
 
-def _per_call(compiled, per_call: int):
-    """``program(states, env_params)``: `per_call` updates in one compiled call."""
-    if per_call == 1:
-        return compiled.update
-    count = jnp.int32(per_call)
-    return lambda states, params: compiled.update_block(states, params, count, per_call)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=8, help="S, the seeds trained together")
@@ -113,7 +106,7 @@ def main() -> None:
             algo, over = CONFIGS[name]
             cfg = make_config(algo, {"total_steps": 20_000_000, **over})
             compiled = compile_algorithm(algo, env, cfg)
-            program = _per_call(compiled, args.per_call)
+            program = trainer_calls(compiled, args.per_call)
             for way, n, update in (("apart", 1, program),
                                    ("one program", S, program),
                                    (f"{slices} slices", S, over_seed_groups(program, slices))):

@@ -65,7 +65,7 @@ import rejax_compare
 import seeds_together
 import train_throughput
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load
+from timing import load, trainer_calls
 
 ENVS = ("cartpole", "gate")
 ROWS = ("jaxrl-agents PPO", "jaxrl-agents TRPO", "jaxrl-agents IPPO", "rejax PPO", "SB3 PPO",
@@ -119,11 +119,7 @@ def ours(algo: str, env, cfg, n_seeds: int, updates: int):
     slices = len(seed_slices(n_seeds, worker_count()))
     # The trainer's blocks of updates (run/host/update_blocks.py) where the unit holds whole blocks.
     per_call = UPDATES_PER_CALL if updates % UPDATES_PER_CALL == 0 else 1
-    if per_call == 1:
-        update = over_seed_groups(compiled.update, slices)
-    else:
-        block, count = over_seed_groups(compiled.update_block, slices), jnp.int32(per_call)
-        update = lambda state, p: block(state, p, count, per_call)  # noqa: E731
+    update = over_seed_groups(trainer_calls(compiled, per_call), slices)
     box = [compiled.init(jnp.stack([jax.random.PRNGKey(s) for s in range(n_seeds)]), params)]
 
     def run(_r: int):

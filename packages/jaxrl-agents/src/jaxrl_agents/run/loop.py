@@ -72,7 +72,8 @@ class Run:
         # Slices of the seed axis the update runs in, one thread each (host/seed_groups.py): as
         # many as this machine has cores for a new run; a resume sets what its checkpoint recorded.
         self.seed_slices = len(seed_slices(len(seeds), worker_count()))
-        # Updates one compiled call runs at most (host/update_blocks.py); one for a staged rule.
+        # Updates one compiled call runs at most (host/update_blocks.py); `advance` gives a
+        # staged rule one update a call whatever this says.
         self.updates_per_call = min(updates_per_call(cfg.n_updates), self.eval_every_updates,
                                     self.checkpoint_every)
         self.compiled = compile_algorithm(algo, env, cfg)
