@@ -44,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -160,7 +161,7 @@ def advance(job: Job, source: Outcome | None = None) -> Outcome:
     created = not os.path.isdir(parent)
     os.makedirs(parent, exist_ok=True)
     try:
-        with _hold(job, parent):
+        with _cancellable(), _hold(job, parent):
             if entry.staged:
                 return _advance_staged(job, entry, parent)
             return _advance_runs(job, entry, parent)
@@ -173,6 +174,28 @@ def advance(job: Job, source: Outcome | None = None) -> Outcome:
 
 class _DeadlineWhileWaiting(Exception):
     pass
+
+
+@contextlib.contextmanager
+def _cancellable():
+    """Let a stop reach this task while it runs, even in a process that ignores SIGINT.
+
+    The driver stops a task with ``ray.cancel``, which raises KeyboardInterrupt in the task through
+    ``_thread.interrupt_main``; that does nothing where SIGINT is ignored, and a campaign started in
+    the background (``nohup ... &``) hands SIG_IGN to its Ray workers. Such a task never stopped
+    its run: the driver waited out its grace period and Ray's shutdown killed the worker. Python's
+    own handler is put in place for the task and the old disposition restored after it (in-process
+    tasks run in the driver, whose Ctrl-C is its user's choice).
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
