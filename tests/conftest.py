@@ -95,15 +95,27 @@ def _loads_back_cleanly(path: str) -> tuple[bool, str]:
     return works, " ".join(probe.stderr.strip().splitlines()[-1:] or probe.stdout.split())
 
 
+#: SB3's `learn` makes a logger folder, ``$TMPDIR/SB3-<date>``, for every model when SB3_LOGDIR is
+#: unset, and never removes it: the suite left dozens behind per run. They go to one folder of the
+#: run instead, made and removed as the compilation cache is (workers inherit the variable).
+SB3_LOG_VARIABLE = "SB3_LOGDIR"
+_sb3_log_state = {"dir": None}
+
+
 def pytest_configure(config):
-    """Start the run's compilation cache (in xdist's controller, before its workers start)."""
+    """Start the run's compilation cache and SB3 log folder (in xdist's controller, before its
+    workers start)."""
     _start_compile_cache()
+    if SB3_LOG_VARIABLE not in os.environ:
+        _sb3_log_state["dir"] = os.environ[SB3_LOG_VARIABLE] = tempfile.mkdtemp(prefix="quantgate-tests-sb3-")
 
 
 def pytest_unconfigure(config):
-    """Remove the run's compilation cache (only the process that made it does)."""
+    """Remove the run's compilation cache and SB3 log folder (only the process that made them does)."""
     if _cache_state["owned"]:
         shutil.rmtree(_cache_state["dir"], ignore_errors=True)
+    if _sb3_log_state["dir"] is not None:
+        shutil.rmtree(_sb3_log_state["dir"], ignore_errors=True)
 
 
 def pytest_report_header(config):
