@@ -115,6 +115,7 @@ def test_an_until_already_past_says_that_it_means_tomorrow():
         parse_deadline(None, "25:00")
 
 
+@pytest.mark.slow  # a real interrupted run for one note: ~15 s, kept out of the 12-minute default run
 def test_a_lowered_budget_for_an_interrupted_run_is_said(probe, monkeypatch, capsys):
     """Row 5: ``total_steps`` lowered in the file for an interrupted run: a note, the run's budget."""
     from jaxrl_agents.console.presets import get_preset
@@ -165,6 +166,8 @@ RUNNER = ("import sys\n"
           "                             progress='off', entries=['base']))\n")
 
 
+@pytest.mark.slow  # two real runners (~25 s); the default run probes the lock without training
+# (test_a_seed_another_runner_holds_is_not_trained_twice)
 def test_two_runners_on_one_file_train_the_seed_once(probe):
     """Row 7, with two real runners started 1.5 s apart on one file: one trains the seed, the
     other waits for its folder and then finds the run finished; one run directory, one summary.
@@ -291,6 +294,7 @@ def load_campaign_text(folder: pathlib.Path, text: str):
     return load_campaign(str(path))
 
 
+@pytest.mark.slow  # four runs (~50 s); test_main_output resumes a --minutes stop bit-identically
 def test_minutes_slices_end_bit_identical_to_one_uninterrupted_run(tmp_path, monkeypatch):
     """The guarantee that held: a run advanced in deadline slices (each run stops itself on its
     time budget, on a checkpoint) ends with the uninterrupted run's evaluations and policies."""

@@ -40,7 +40,9 @@ def _assert_trees_equal(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-@pytest.mark.parametrize("algo", ["ppo", "trpo", "ippo"])
+# IPPO's block is the same while_loop over its update (`run.algorithms._update_programs`); its
+# 14 s of compiling run with -m slow, to keep the default run within 12 minutes.
+@pytest.mark.parametrize("algo", ["ppo", "trpo", pytest.param("ippo", marks=pytest.mark.slow)])
 def test_a_block_gives_the_bits_of_its_updates_called_one_by_one(algo, x64):
     compiled, state, params = _programs(algo)
     copy = jax.tree_util.tree_map(jnp.copy, state)
