@@ -394,6 +394,40 @@ def test_a_deadline_stops_a_campaign_started_in_the_background(tmp_path):
             pass
 
 
+@pytest.mark.slow  # a local Ray and a run stopped once it has checkpointed: minutes
+def test_sigterm_stops_a_campaign_started_in_the_background_on_a_checkpoint(tmp_path):
+    """SIGTERM to a driver whose SIGINT is ignored (``nohup ... &``): each task stops its run,
+    which ends on a checkpoint, reports it as stopped and resumes. Before, Ray's cancel never
+    reached such a task (the driver waited out 180 s and Ray's shutdown killed the worker), and
+    where it did, the run never saw the task's SIGINT (a Ray worker's children inherit it blocked):
+    the task terminated it after its 120 s grace period."""
+    import signal
+    import time
+
+    (tmp_path / "long.toml").write_text(MINI.replace("total_steps = 2048", "total_steps = 200_000_000"))
+    p = subprocess.Popen([CAMPAIGN_BIN, "run", "long.toml", "--entry", "base", "--progress", "off"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    until = time.monotonic() + 600  # catches a hang; times nothing
+    while not list((tmp_path / "runs" / "base" / "s1").glob("*/checkpoint.npz")):
+        assert p.poll() is None, p.stdout.read()[-4000:]
+        assert time.monotonic() < until, "the run did not checkpoint within 600 s"
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 3, out[-4000:]
+    # The task's own outcome line: it stopped the run and saw it end (not killed with the worker),
+    # and the run acted on the task's SIGINT (not on the SIGTERM that ends the grace period)
+    assert "campaign: base seed 1: stopped;" in out and "Traceback" not in out, out[-4000:]
+    assert "did not stop within" not in out and "jaxrl-train: interrupted;" in out, out[-4000:]
+    run_dir = find_run_dir(str(tmp_path / "runs" / "base" / "s1"))
+    assert run_status(run_dir)[0] == "interrupted"
+    from jaxrl_agents.common.fileio import lock_directory
+
+    with lock_directory(run_dir):  # no process is left holding the run
+        pass
+
+
 def _toy_summary(run, seed, hit, init_from=None):
     """A summary with one threshold crossing ``hit`` = (steps, wall s) at 1e-4, or None."""
     s = {"run": run, "seed": seed,

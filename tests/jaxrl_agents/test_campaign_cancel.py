@@ -68,3 +68,29 @@ def test_outside_the_main_thread_nothing_is_changed(sigint_ignored):
     t.start()
     t.join()
     assert seen == [signal.SIG_IGN]
+
+
+def _blocked_in_a_process_started_like_a_ray_worker_s_child(code: str) -> str:
+    """The stdout of ``python -c code`` started with SIGINT and SIGTERM blocked, as a Ray worker's
+    children are (a blocked signal stays blocked across exec)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM)))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_run_process_unblocks_the_signals_a_ray_worker_blocks():
+    from jaxrl_agents.campaign.child import TAKE_SIGNALS
+
+    report = ("import signal\n"
+              "print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))\n")
+    # What a run started by a Ray worker had: both signals blocked, so its handlers never ran
+    assert _blocked_in_a_process_started_like_a_ray_worker_s_child(report) == "[2, 15]\n"
+    # The run's first lines unblock them, and a SIGINT reaches its handler
+    out = _blocked_in_a_process_started_like_a_ray_worker_s_child(
+        TAKE_SIGNALS + report + "signal.raise_signal(signal.SIGINT)\nprint(early)\n")
+    assert out == "[]\n[2]\n"

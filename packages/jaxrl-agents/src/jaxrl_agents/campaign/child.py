@@ -5,8 +5,9 @@ the task can stop and the kernel can clean up). This entry point is ``jaxrl-trai
 things a child of a Ray worker needs:
 
 - SIGINT is a clean stop whatever the parent's disposition was (a shell starts ``nohup ... &``
-  jobs with SIGINT ignored, and an ignored signal stays ignored across exec); SIGTERM stops the
-  same way. A second signal while the run stops is ignored, so it cannot break the checkpoint or
+  jobs with SIGINT ignored, and an ignored signal stays ignored across exec) or signal mask (a Ray
+  worker blocks SIGINT, and a blocked signal stays blocked across exec); SIGTERM stops the same
+  way. A second signal while the run stops is ignored, so it cannot break the checkpoint or
   print a traceback from the middle of the cleanup.
 - A stop before the run has started (while JAX imports or compiles) is one line, not a traceback;
   a signal that lands in JAX's garbage-collection callback (where Python would print the
@@ -33,7 +34,7 @@ import sys
 import threading
 import time
 
-__all__ = ["main", "BOOTSTRAP", "PARENT_POLL_S", "RECORD_ARGV"]
+__all__ = ["main", "BOOTSTRAP", "TAKE_SIGNALS", "PARENT_POLL_S", "RECORD_ARGV"]
 
 #: Seconds between two looks at whether the parent process is still there.
 PARENT_POLL_S = 2.0
@@ -73,14 +74,20 @@ def _watch_parent(parent: int) -> None:
             return
 
 
-#: What a campaign task runs as ``python -c BOOTSTRAP ARGS``: it takes the signals before anything
-#: heavy is imported (``python -m`` of this module would import the package, flax and JAX first,
-#: and a Ctrl-C there is a traceback), then runs `main`.
-BOOTSTRAP = (
+#: The start of `BOOTSTRAP`: SIGINT and SIGTERM are collected in ``early`` and then unblocked. A Ray
+#: worker runs with SIGINT blocked in its signal mask, and a child inherits the mask across exec:
+#: without the unblocking, the task's SIGINT stayed pending in the run, which trained on until the
+#: task's grace period ended and it terminated the run.
+TAKE_SIGNALS = (
     "import signal, sys\n"
     "early = []\n"
     "signal.signal(signal.SIGINT, lambda n, f: early.append(n))\n"
     "signal.signal(signal.SIGTERM, lambda n, f: early.append(n))\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))\n")
+#: What a campaign task runs as ``python -c BOOTSTRAP ARGS``: it takes the signals before anything
+#: heavy is imported (``python -m`` of this module would import the package, flax and JAX first,
+#: and a Ctrl-C there is a traceback), then runs `main`.
+BOOTSTRAP = TAKE_SIGNALS + (
     "from jaxrl_agents.campaign.child import main\n"
     "sys.exit(main(sys.argv[1:], early))\n")
 _STOPPED_EARLY = "jaxrl-train: interrupted before the run started (nothing was written)"

@@ -413,7 +413,7 @@ def _wait_while_in_use(job: Job, run_dir: str) -> None:
         time.sleep(LOCK_POLL_S)
 
 
-def _stop(child: subprocess.Popen) -> None:
+def _stop(job: Job, child: subprocess.Popen) -> None:
     """Ask the run to stop between two updates (SIGINT); terminate it if it does not."""
     child.send_signal(signal.SIGINT)
     until = time.monotonic() + STOP_GRACE_S
@@ -422,6 +422,8 @@ def _stop(child: subprocess.Popen) -> None:
             child.wait(max(until - time.monotonic(), 0.0))
             return
         except subprocess.TimeoutExpired:  # the last checkpoint is intact; resume recomputes the rest
+            _say(job, f"the run did not stop within {STOP_GRACE_S:.0f} s of SIGINT; terminating it "
+                 f"(it resumes from its last checkpoint)")
             child.terminate()
             child.wait()
             return
@@ -487,14 +489,14 @@ def _train(job: Job, args: list[str], failed: Callable[[], bool] | None = None,
         while child.poll() is None:
             if job.deadline is not None and time.time() >= job.deadline + STOP_GRACE_S:
                 _say(job, "still running past the deadline; stopping it between two updates")
-                _stop(child)
+                _stop(job, child)
                 return child.returncode, "interrupted"
             if failed is not None and failed():
-                _stop(child)
+                _stop(job, child)
                 return child.returncode, "failed"
             time.sleep(1.0)
     except KeyboardInterrupt:
-        _stop(child)
+        _stop(job, child)
         return child.returncode, "interrupted"
     return child.returncode, None
 
