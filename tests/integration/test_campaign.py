@@ -495,6 +495,7 @@ RESTARTED = "[[entry]]".join(MINI.split("[[entry]]")[:2]).replace(
     "frontier_ns = [3, 5]", "frontier_ns = [3]")
 
 
+@pytest.mark.slow  # two runs and a summary (~22 s); the gate recipe's early test runs in test_campaign_staged
 def test_a_seed_that_fails_its_early_test_starts_again_and_counts_the_failed_attempt(tmp_path,
                                                                                      monkeypatch):
     # J_T < 1e-12 within the first update: no 6 ns policy can pass, so attempt 1 (seed 1) is set
@@ -599,25 +600,30 @@ class _StoppingChild:
         self.calls.append(("terminate", None))
 
 
-def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it():
+def test_a_second_signal_while_a_run_stops_keeps_waiting_for_it(capsys):
     """`uv run` forwards the SIGTERM `kill` sent to the campaign to the run as well: the campaign's
     wait is interrupted once more, and it must go on waiting (no terminate, no exception) so the
     run ends on its own and is summarised."""
     import signal
 
     runner = task
+    job = task.Job(campaign=None, entry="base", seed=1, cwd=".")
     child = _StoppingChild(KeyboardInterrupt(), 0)
     try:
-        runner._stop(child)
+        runner._stop(job, child)
     except KeyboardInterrupt:  # caught here: pytest would take it for the user's Ctrl-C
         pytest.fail("the second signal aborted the wait for the stopping run")
     assert child.calls[0] == ("signal", signal.SIGINT)
     assert [c[0] for c in child.calls] == ["signal", "wait", "wait"]
     assert 0 < child.calls[2][1] <= runner.STOP_GRACE_S  # the same grace period, not a fresh one
 
+    assert "terminating" not in capsys.readouterr().out
+
     slow = _StoppingChild(subprocess.TimeoutExpired("jaxrl-train", runner.STOP_GRACE_S), 0)
-    runner._stop(slow)  # past the grace period: terminated, then reaped
+    runner._stop(job, slow)  # past the grace period: terminated (and said), then reaped
     assert [c[0] for c in slow.calls] == ["signal", "wait", "terminate", "wait"]
+    assert (f"campaign: base seed 1: the run did not stop within {runner.STOP_GRACE_S:.0f} s of "
+            f"SIGINT; terminating it") in capsys.readouterr().out
 
 
 def test_the_median_aim_is_judged_on_eight_seeds_and_a_never_counts_as_never():

@@ -75,6 +75,7 @@ def test_a_staged_entry_has_no_single_spec(tmp_path):
         gate.run_spec(1, "o")
 
 
+@pytest.mark.slow  # a real campaign run (~19 s); the spec it trains is checked without training above
 def test_a_new_run_is_its_spec_and_records_the_command_that_builds_it(tmp_path, monkeypatch):
     """The campaign's new run is ``jaxrl-train --spec``: its config.json holds the entry's spec and
     the equivalent flags as its command, no spec file is left behind, and a second call skips it."""

@@ -120,6 +120,7 @@ def test_vector_env_spaces_are_batched_single_spaces():
     assert venv.observation_space.contains(obs2)
 
 
+@pytest.mark.slow  # ~13 s; SB3 steps the env in test_sb3.py (DummyVecEnv, step for step; TRPO learns)
 def test_sb3_ppo_trains_and_its_episode_statistics_match_the_env():
     """A real client: SB3 PPO on the Gymnasium env; the episode returns and lengths it logs
     (Monitor) equal the sums of the rewards the env reported for those episodes."""

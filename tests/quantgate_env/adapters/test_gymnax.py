@@ -237,6 +237,7 @@ def test_legacy_view_gives_five_values_and_survives_deepcopy():
     assert dones == [False] * (N_STEPS - 1) + [True]
 
 
+@pytest.mark.slow  # ~17 s; rejax trains the same view in float32 in the default run (below)
 def test_rejax_ppo_trains_on_the_legacy_view_with_no_glue():
     """rejax 0.1.3 PPO through its documented calls only (create, train under jit)."""
     from rejax import PPO
