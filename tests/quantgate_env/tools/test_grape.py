@@ -102,6 +102,19 @@ def test_zero_iterations_only_evaluates(rl_gate, refined):
     np.testing.assert_allclose(result.amps, amps, rtol=0, atol=1e-12)
 
 
+def test_one_compiled_step_per_pulse_length():
+    """The start's state has the dtypes the step returns, so the step compiles once, not twice
+    (a weak-typed start once compiled the whole GRAPE program again on its second iteration)."""
+    from quantgate_env.tools.grape import _adam_step
+
+    before = _adam_step._cache_size()
+    first = refine_pulse(np.full(7, 3.0), n_iter=2)
+    assert _adam_step._cache_size() == before + 1
+    again = refine_pulse(np.full(7, -2.0), n_iter=3)  # same length, other values: no new program
+    assert _adam_step._cache_size() == before + 1
+    assert first.JT_history.shape == (3,) and again.JT_history.shape == (4,)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -214,7 +214,10 @@ def refine_pulse(
     with x64_scope():
         theta = jnp.asarray(theta0)
         zeros = jnp.zeros_like(theta)
-        state = _AdamState(theta, zeros, zeros, jnp.asarray(0), theta, jnp.asarray(math.inf), jnp.asarray(0))
+        # the start's scalars carry the dtypes the step returns (strong int64 and float64, not
+        # Python's weak types): otherwise the second step compiles the whole program again
+        count0, inf = jnp.asarray(0, dtype=jnp.int64), jnp.asarray(math.inf, dtype=jnp.float64)
+        state = _AdamState(theta, zeros, zeros, count0, theta, inf, count0)
         lr_array, n_array = jnp.asarray(lr), jnp.asarray(n_iter)
         history = []
         # n_iter updates, then one more evaluation for the last iterate (its update is dropped)
