@@ -177,10 +177,12 @@ def table(out: str, preset: str) -> dict:
         loads = entry.get("loads", [])
         load_txt = f"{max(max(p) for p in loads):.1f}" if loads else "-"
         proc = entry.get("process_wall_s")
+        # runs this bench did not start (a campaign's, tabulated with --table) have no process time
+        proc_txt = f"{proc / 60:.1f}m" if proc else "-"
         print(f"{seed:>5} {len(rec['attempts']):>8} " + "".join(f"{_fmt_cross(cross[t]):>15}"
                                                                  for t in THRESHOLDS)
               + f"{best.score if best else math.nan:>11.3e} {t_ns:>7.2f} {steps / 1e6:>7.2f}M "
-              f"{train_wall / 60:>6.1f}m {proc / 60 if proc else math.nan:>7.1f}m {load_txt:>9}  "
+              f"{train_wall / 60:>6.1f}m {proc_txt:>8} {load_txt:>9}  "
               f"{'yes' if rec['finished'] else 'no'}")
         rows[seed] = {"cross": cross, "best": best.score if best else math.inf}
     if not rows:
