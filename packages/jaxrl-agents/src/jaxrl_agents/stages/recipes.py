@@ -18,8 +18,9 @@ switch between its stages measured (bench/README.md, "Time to a gate, one comman
   to 0.8 (2.5M steps each).
 - **polish**: TRPO (KL 0.01 per update, 16 envs x 512 steps) from explore's best member's best
   policy (one member: on the gate a pair of TRPO members took 1.29x one member's update
-  wall-clock, against 1.11x for PPO's pair; whether the better of two polishes pays for that is
-  not measured yet), its
+  wall-clock, against 1.11x for PPO's pair, and the better of two polishes did not pay for it:
+  from seeds 106's and 107's explore policies a second polish seed ended at 1.57e-4 and 1.37e-4
+  against the recipe's 1.79e-4 and 1.01e-4, neither pair below the paper's J_T), its
   learned std kept: the trust region is what shrinks the std the gate needs (0.027 -> 0.015 in the
   campaign). From seed 12's 2.9e-4 it reached 1.2e-4 after 0.65M steps and a gate of 5.1e-5 after
   1.9M. A PPO polish with std 0.004 (the campaign's other lever) ran 4x faster per step but stayed
