@@ -107,10 +107,12 @@ def test_one_compiled_step_per_pulse_length():
     (a weak-typed start once compiled the whole GRAPE program again on its second iteration)."""
     from quantgate_env.tools.grape import _adam_step
 
+    # a sample duration no other test uses (dt is static), so no earlier test compiled this program
+    dt = 0.037
     before = _adam_step._cache_size()
-    first = refine_pulse(np.full(7, 3.0), n_iter=2)
+    first = refine_pulse(np.full(7, 3.0), dt=dt, n_iter=2)
     assert _adam_step._cache_size() == before + 1
-    again = refine_pulse(np.full(7, -2.0), n_iter=3)  # same length, other values: no new program
+    again = refine_pulse(np.full(7, -2.0), dt=dt, n_iter=3)  # other values: no new program
     assert _adam_step._cache_size() == before + 1
     assert first.JT_history.shape == (3,) and again.JT_history.shape == (4,)
 
