@@ -18,19 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 
+from jaxrl_agents.common.envs import DEFAULT_ENV
 from jaxrl_agents.run.session import Session
 from jaxrl_agents.run.spec import RunSpec
 from jaxrl_agents.stages.recipes import GATE
+from jaxrl_agents.stages.staged_run import stage_spec
 
 
 def polish_spec(source: str, seeds: tuple[int, ...], out: str, tag: str,
                 changes: dict | None = None) -> RunSpec:
     """The RunSpec of the gate recipe's first polish from `source`, with `changes` to its config."""
-    stage = GATE.stages[1]
-    fields = {**stage.algo_config(), "log_std_init": 0.0, **(changes or {})}
-    return RunSpec(algo=stage.algo, env="quantgate_env:make", env_options=dict(GATE.env_options),
-                   config=fields, seeds=seeds, eval_every=1, out=out, tag=tag, checkpoint_every=25,
-                   preset=GATE.name, init_from=source)
+    return stage_spec(GATE, 1, seeds=seeds, env=DEFAULT_ENV, env_options=GATE.env_options,
+                      out=out, tag=tag, checkpoint_every=25, init_from=source, changes=changes)
 
 
 def main() -> None:

@@ -14,12 +14,13 @@ import shutil
 
 import numpy as np
 import pytest
-from jaxrl_agents.common.fileio import load_npz
+from jaxrl_agents.common.fileio import json_ready, load_npz
 from jaxrl_agents.common.policy import load_policy
+from jaxrl_agents.run.algorithms import make_config
 from jaxrl_agents.run.run_files import read_progress, read_run_config
 from jaxrl_agents.stages import recipes as recipes_module
 from jaxrl_agents.stages.recipe import Recipe, RestartRule, Stage, attempt_seed
-from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON, StagedRun
+from jaxrl_agents.stages.staged_run import STAGED_RUN_JSON, StagedRun, stage_spec
 from jaxrl_agents.stages.summary import staged_summary_block
 from jaxrl_agents.stages.timeline import crossings, timeline
 
@@ -106,6 +107,19 @@ def test_attempts_stages_and_their_records(reference):
     # The std schedule: refine replaces the inherited std, polish keeps refine's learned one.
     assert refine["algo_config"]["log_std_init"] == -2.0
     assert polish["algo_config"]["log_std_init"] == 0.0
+    # stage_spec (what bench/polish_from.py opens a lever run with) rebuilds each stage's recorded
+    # config; `changes` moves only the field it names.
+    for index, a in ((1, att[2]), (2, att[3])):
+        recorded = read_run_config(os.path.join(top, a["dir"], "config.json"))
+        spec = stage_spec(_recipe(), index, seeds=(5,), env=TOY_ENV, env_options={}, out="o",
+                          tag="t", checkpoint_every=2, init_from=recorded["init_from"]["path"])
+        assert json_ready(make_config(spec.algo, spec.config).to_dict()) == recorded["algo_config"]
+        assert (spec.eval_every, spec.preset, spec.init_from) == (
+            1, "tiny", recorded["init_from"]["path"])
+    changed = stage_spec(_recipe(), 2, seeds=(5,), env=TOY_ENV, env_options={}, out="o", tag="t",
+                         checkpoint_every=2, init_from=None, changes={"target_kl": 0.03})
+    assert {k for k in changed.config if changed.config[k] != polish["algo_config"][k]} == {
+        "target_kl"}
 
 
 def test_a_stage_starts_with_the_std_it_names(reference):

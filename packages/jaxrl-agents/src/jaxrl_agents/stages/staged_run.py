@@ -40,7 +40,7 @@ from ..run.spec import RunSpec
 from .recipe import Recipe, Stage, attempt_seed, member_seeds
 from .timeline import StagedResult, staged_result
 
-__all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "read_staged_run", "FORMAT"]
+__all__ = ["StagedRun", "STAGED_RUN_JSON", "is_staged_run", "read_staged_run", "stage_spec", "FORMAT"]
 
 STAGED_RUN_JSON = "staged_run.json"
 FORMAT = "jaxrl_agents.staged_run"
@@ -139,6 +139,27 @@ def _decision(session: Session, stage: Stage, attempt: int) -> str | None:
 # Config fields that define the network: a stage starts from the previous stage's parameters, so
 # they must agree across stages (checked before the first stage trains, not when the second starts).
 _NETWORK_FIELDS = ("hidden", "activation", "critic_hidden", "network", "network_options")
+
+
+def stage_spec(recipe: Recipe, stage_index: int, *, seeds: tuple[int, ...], env: str,
+               env_options: dict[str, Any], out: str, tag: str, checkpoint_every: int,
+               init_from: str | None, changes: dict[str, Any] | None = None) -> RunSpec:
+    """The RunSpec a staged run opens for one attempt of `recipe`'s stage `stage_index`.
+
+    Every update is evaluated (``eval_every=1`` rounds up to one update), so the best score and
+    each decision taken on it see every policy the stage produces. A stage after the first keeps
+    the std the previous stage learned (``log_std_init`` 0 adds nothing to the loaded parameters)
+    unless it sets its own ``log_std``. `changes` overrides config fields (bench/polish_from.py's
+    levers); a staged run passes none.
+    """
+    stage = recipe.stages[stage_index]
+    fields = stage.algo_config()
+    if stage_index > 0 and stage.log_std is None:
+        fields["log_std_init"] = 0.0
+    fields.update(changes or {})
+    return RunSpec(algo=stage.algo, env=env, env_options=dict(env_options), config=fields,
+                   seeds=tuple(seeds), eval_every=1, out=out, tag=tag,
+                   checkpoint_every=checkpoint_every, preset=recipe.name, init_from=init_from)
 
 
 def _check_stage_configs(recipe: Recipe) -> None:
@@ -311,19 +332,12 @@ class StagedRun:
     def _open_attempt(self, att: _Attempt) -> Session:
         """Create the attempt's run directory and session, and record it as running."""
         stage = self.recipe.stages[att.stage]
-        fields = stage.algo_config()
-        if att.stage > 0 and stage.log_std is None:
-            fields["log_std_init"] = 0.0  # keep the std the previous stage learned
-        source = self._source_dir(att.stage)
-        spec = RunSpec(
-            algo=stage.algo, env=self._record["env"], env_options=self._record["env_options"],
-            config=fields, seeds=member_seeds(att.seed, stage.population), eval_every=1,
-            out=self.top, tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
-            checkpoint_every=self._record["checkpoint_every"], preset=self.recipe.name,
-            init_from=source)
+        spec = stage_spec(self.recipe, att.stage, seeds=member_seeds(att.seed, stage.population),
+                          env=self._record["env"], env_options=self._record["env_options"],
+                          out=self.top, tag=f"{att.stage + 1}-{stage.name}-a{att.attempt}",
+                          checkpoint_every=self._record["checkpoint_every"],
+                          init_from=self._source_dir(att.stage))
         session = Session.open(spec, progress=self._progress)
-        # eval_every=1 rounds up to one update: every update is evaluated, so the best score (and
-        # each decision taken on it) sees every policy the stage produces.
         att.dir = os.path.relpath(session.run_dirs[0], self.top)
         if len(session.run_dirs) > 1:
             att.members = [os.path.relpath(d, self.top) for d in session.run_dirs]
