@@ -107,7 +107,7 @@ def test_attempts_stages_and_their_records(reference):
     # The std schedule: refine replaces the inherited std, polish keeps refine's learned one.
     assert refine["algo_config"]["log_std_init"] == -2.0
     assert polish["algo_config"]["log_std_init"] == 0.0
-    # stage_spec (what bench/polish_from.py opens a lever run with) rebuilds each stage's recorded
+    # stage_spec (what bench/stage_from.py opens a lever run with) rebuilds each stage's recorded
     # config; `changes` moves only the field it names.
     for index, a in ((1, att[2]), (2, att[3])):
         recorded = read_run_config(os.path.join(top, a["dir"], "config.json"))

@@ -149,7 +149,7 @@ def stage_spec(recipe: Recipe, stage_index: int, *, seeds: tuple[int, ...], env:
     Every update is evaluated (``eval_every=1`` rounds up to one update), so the best score and
     each decision taken on it see every policy the stage produces. A stage after the first keeps
     the std the previous stage learned (``log_std_init`` 0 adds nothing to the loaded parameters)
-    unless it sets its own ``log_std``. `changes` overrides config fields (bench/polish_from.py's
+    unless it sets its own ``log_std``. `changes` overrides config fields (bench/stage_from.py's
     levers); a staged run passes none.
     """
     stage = recipe.stages[stage_index]
