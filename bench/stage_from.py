@@ -12,7 +12,7 @@ starts from SOURCE_RUN_DIR's best policy (the directory of the attempt member it
 its learned std; the first stage takes no source. ``--seeds`` with the recipe's own seeds repeats
 the recipe's stage bit for bit (the polish's is the staged run's seed; explore's first attempt's are
 the seed and seed + 100000); another seed gives a second sample from the same start (what a
-population would add). ``--set KEY=VALUE`` (a JSON value) changes one config field, e.g.
+population would add). ``--set KEY=VALUE`` (VALUE read as JSON, as ``--env-option``'s) changes one config field, e.g.
 ``log_std_init`` to restart the polish at another std or ``gamma`` for a longer horizon.
 ``--updates`` stops early (the run resumes with ``jaxrl-train --resume``). Compare steps, not
 seconds, when two run at once.
@@ -21,9 +21,8 @@ seconds, when two run at once.
 from __future__ import annotations
 
 import argparse
-import json
 
-from jaxrl_agents.common.envs import DEFAULT_ENV
+from jaxrl_agents.common.envs import DEFAULT_ENV, parse_env_options
 from jaxrl_agents.run.session import Session
 from jaxrl_agents.run.spec import RunSpec
 from jaxrl_agents.stages.recipes import GATE
@@ -55,15 +54,10 @@ def main() -> None:
     p.add_argument("--tag", required=True)
     p.add_argument("--updates", type=int, default=None, help="stop after this many updates")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a config field (JSON value)")
+                   help="a config field (VALUE read as JSON, else a string)")
     args = p.parse_args()
-    changes = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            p.error(f"--set: expected KEY=VALUE, got {item!r}")
-        changes[key] = json.loads(value)
     try:
+        changes = parse_env_options(args.set, flag="--set")
         spec = lever_spec(args.stage, args.source, tuple(args.seeds), args.out, args.tag, changes)
     except ValueError as e:
         p.error(str(e))
