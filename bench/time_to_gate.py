@@ -4,8 +4,8 @@ Each seed runs as a user would run it, ``jaxrl-train --preset gate --seed S`` in
 (imports and compilation included), one seed after another so each has the cores to itself. The
 table reads each staged run's records (`jaxrl_agents.stages.timeline`: every attempt end to end,
 set-aside attempts included) and prints, per seed, the steps and the training wall time to an
-evaluation J_T below 1e-2, 1e-3, 1e-4 and the paper's 9.486e-5, the best J_T and its gate time,
-the attempts, the process's own wall time and the load average while it ran; then the medians
+evaluation J_T below 1e-2, 1e-3, 1e-4 and the paper's 9.486e-5, the best J_T and its gate time
+(over the whole run and within its first 30 minutes of training, which the aims read), the attempts, the process's own wall time and the load average while it ran; then the medians
 beside the campaign chain's (28.0 min to 1e-4 for the median seed, campaigns/README.md) and the
 paper's (about 9 hours and 12.6M steps, spec/reference-results.md).
 
@@ -47,6 +47,7 @@ from timing import load  # noqa: E402
 
 CAMPAIGN_MEDIAN_MIN = 28.0  # the restart-rule chain's median seed to 1e-4 (campaigns/README.md)
 PAPER_HOURS, PAPER_STEPS = 9.0, 12.6e6  # the paper's TRPO run to its gate (reference-results.md)
+AIM_MINUTES = 30  # issue 34 judges the seeds that get there, and their best gates, within this
 BENCH_JSON = "bench.json"  # per seed, in <out>/s<seed>/: process wall time and load averages
 
 
@@ -159,7 +160,8 @@ def table(out: str, preset: str) -> dict:
     recipe = get_recipe(preset)
     runs = _runs(out, preset)
     head = f"{'seed':>5} {'attempts':>8} " + "".join(f"{f'to {t:.4g}':>15}" for t in THRESHOLDS) + \
-        f"{'best J_T':>11} {'at ns':>7} {'steps':>8} {'train':>7} {'process':>8} {'load':>9}  done"
+        f"{'best J_T':>11} {'at ns':>7} {'in 30 min':>11} {'at ns':>7} {'steps':>8} {'train':>7} " \
+        f"{'process':>8} {'load':>9}  done"
     print(f"\n{preset} (recipe: {', '.join(s.name for s in recipe.stages)}); steps and training "
           f"minutes from the run's start, every attempt included")
     print(head)
@@ -171,6 +173,11 @@ def table(out: str, preset: str) -> dict:
         cross = crossings(tl, THRESHOLDS)
         best = min(tl, key=lambda r: r.score) if tl else None
         t_ns = float(best.row.get("eval_t_JT_min", "nan")) if best else math.nan
+        # The aim reads the best gate of the first 30 minutes (issue 34); a run may go on longer.
+        in_time = [r for r in tl if r.wall <= AIM_MINUTES * 60]
+        best_in_time = min(in_time, key=lambda r: r.score) if in_time else None
+        t_ns_in_time = (float(best_in_time.row.get("eval_t_JT_min", "nan")) if best_in_time
+                        else math.nan)
         steps = sum(a["steps"] for a in rec["attempts"])
         train_wall = sum(a["wall"] for a in rec["attempts"])
         entry = _bench_log(out, seed)
@@ -181,10 +188,13 @@ def table(out: str, preset: str) -> dict:
         proc_txt = f"{proc / 60:.1f}m" if proc else "-"
         print(f"{seed:>5} {len(rec['attempts']):>8} " + "".join(f"{_fmt_cross(cross[t]):>15}"
                                                                  for t in THRESHOLDS)
-              + f"{best.score if best else math.nan:>11.3e} {t_ns:>7.2f} {steps / 1e6:>7.2f}M "
+              + f"{best.score if best else math.nan:>11.3e} {t_ns:>7.2f} "
+              f"{best_in_time.score if best_in_time else math.nan:>11.3e} {t_ns_in_time:>7.2f} "
+              f"{steps / 1e6:>7.2f}M "
               f"{train_wall / 60:>6.1f}m {proc_txt:>8} {load_txt:>9}  "
               f"{'yes' if rec['finished'] else 'no'}")
-        rows[seed] = {"cross": cross, "best": best.score if best else math.inf}
+        rows[seed] = {"cross": cross, "best": best.score if best else math.inf,
+                      "best_in_time": best_in_time.score if best_in_time else math.inf}
     if not rows:
         print("(no runs)")
         return {}
@@ -193,16 +203,17 @@ def table(out: str, preset: str) -> dict:
         # A seed that never got there counts as never (infinite), as the campaign's median does.
         vals = [r["cross"][t][1] / 60 if r["cross"][t] else math.inf for r in rows.values()]
         m = statistics.median(vals)
-        return m, sum(v <= 30 for v in vals)
+        return m, sum(v <= AIM_MINUTES for v in vals)
 
     print()
     for t in THRESHOLDS:
         m, n30 = med_time(t)
         steps = [r["cross"][t][0] if r["cross"][t] else math.inf for r in rows.values()]
         ms = statistics.median(steps)
-        print(f"  median to {t:.4g}: {m:.1f} min, {ms / 1e6:.2f}M steps; within 30 min: "
+        print(f"  median to {t:.4g}: {m:.1f} min, {ms / 1e6:.2f}M steps; within {AIM_MINUTES} min: "
               f"{n30} of {len(rows)}")
-    print(f"  median best J_T: {statistics.median(r['best'] for r in rows.values()):.3e} "
+    print(f"  median best J_T: {statistics.median(r['best'] for r in rows.values()):.3e}; within "
+          f"{AIM_MINUTES} min: {statistics.median(r['best_in_time'] for r in rows.values()):.3e} "
           f"(the paper's {PAPER_JT:.4g} at {PAPER_GATE_NS:g} ns)")
     print(f"  baselines: the campaign chain's median seed to 1e-4 {CAMPAIGN_MEDIAN_MIN} min "
           f"(2 cores, three runs by hand); the paper about {PAPER_HOURS:g} h and "

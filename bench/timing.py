@@ -33,5 +33,35 @@ def trainer_calls(compiled, per_call: int):
 
 
 def load() -> str:
-    """The load average, to print beside figures taken on a shared machine."""
-    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+    """The load average and the CPU, to print beside figures taken on a shared machine.
+
+    The CPU is named because lent machines differ: the gate recipe's explore stage stepped at
+    15.6-18.1k env steps/s on the machine that ran seeds 101-104 and at 10.2-12.0k on an AVX2-only
+    EPYC (bench/README.md), so wall-clock figures compare only within one CPU.
+    """
+    return ("load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+            + f" on {os.cpu_count()} CPUs ({cpu()})")
+
+
+def cpu() -> str:
+    """The CPU's model name and its widest vector extension, from /proc/cpuinfo (Linux).
+
+    E.g. ``AMD EPYC, family 25 model 1, avx2``; ``unknown CPU`` where /proc/cpuinfo is missing.
+    """
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return "unknown CPU"
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if not line.strip():
+            break  # the first processor's block is enough: the cores of a VM are alike
+        fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    widest = next((f for f in ("avx512f", "avx2", "avx") if f in flags), "no avx")
+    name = fields.get("model name", "unknown CPU")
+    if "cpu family" in fields:
+        name += f", family {fields['cpu family']} model {fields.get('model', '?')}"
+    return f"{name}, {widest}"

@@ -65,6 +65,36 @@ def test_the_page_of_a_tiny_campaign(tmp_path, monkeypatch, capsys):
     assert family.count("|") == 7
 
 
+def test_a_robustness_map_is_named_by_the_entry_that_holds_it(tmp_path, monkeypatch, capsys):
+    """A summary moved to a baseline entry (gate-dr -> gate-dr-v2) is named by its new folder.
+
+    The summary keeps the ``entry`` it ran under; naming that one would put two entries' maps
+    under one name once the entry is run again.
+    """
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    write_tiny_campaign(tmp_path)
+    path = tmp_path / "summaries" / "ppo-ft" / "s1.json"
+    summary = json.loads(path.read_text())
+    assert summary["entry"] == "ppo"  # recorded under the other entry's name, as a moved one is
+    offsets = [[a, b] for a in (-5.7, 0.0, 5.7) for b in (-5.7, 0.0, 5.7)]
+    jt = [2e-4, 3e-4, 2e-4, 3e-4, 1e-4, 3e-4, 2e-4, 5e-4, 2e-4]
+    summary["robustness"] = {"gate_time_ns": 16.5, "nominal_JT": 1e-4, "median_JT": 2e-4,
+                             "mean_JT": sum(jt) / 9, "worst_JT": 5e-4, "n": 3, "policy": "best",
+                             "offsets_mhz": offsets, "jt_at_gate_time": jt}
+    path.write_text(json.dumps(summary))
+    assert main(["page", "tiny.toml", "--out", "page.md", "--figures", "figs"]) == 0
+    text = (tmp_path / "page.md").read_text()
+    section = text.split("## Robust gates")[1]
+    (row,) = [line for line in section.splitlines() if "seed 1 |" in line]
+    assert row.startswith("| tiny/ppo-ft seed 1 | best (mapped before validation) | 16.50 | 1.00e-04 | "
+                          "2.00e-04 | 5.00e-04 |")
+    (claim,) = [line for line in text.splitlines() if line.startswith("| domain-randomised policy")]
+    assert "tiny/ppo-ft seed 1: 2.00e-04 / 5.00e-04" in claim and claim.count("seed") == 1
+    assert (tmp_path / "figs" / "robustness_maps.png").stat().st_size > 1000
+
+
 def test_configuration_families_follow_init_from_chains_to_their_root():
     from quantgate_analysis.page import configuration_families
 
