@@ -11,6 +11,11 @@ compiled update (``compile_algorithm(...).update``, seed axis S = 1):
 - gradient steps: PPO's ``learn_phase`` (epochs x minibatches, permutations and gathers included),
   its permutation + gather part alone and its loss gradients alone (the floor of the phase);
   TRPO's actor step (with CG alone and the line search alone) and the critic's epochs;
+- overlap (TRPO): what one seed could take from the second core, each pair at once in two threads:
+  the actor step beside the critic epochs (independent given the batch), and the rollout (and the
+  env steps alone) as two halves of the envs; against the sum of the two phases alone, or the
+  whole rollout, the headroom a threaded update could have (the pieces are the phases above, not
+  a program the trainer runs);
 - evaluation: ``compiled.evaluate`` (one deterministic episode), amortised per update by the
   trainer's ``--eval-every``;
 - host: ``jax.device_get`` of the update's stats, and the trainer's own per-update time around the
@@ -229,11 +234,42 @@ def _phases(algo: str, env, cfg, compiled, state, env_params):
         out["    CG (gradient + 15 FVPs)"] = lambda: _ready(f_cg(data))
         out["    line search (10 candidates)"] = lambda: _ready(f_line_search(data, step_dir))
         out["  critic epochs"] = lambda: _ready(f_critic(one, data))
+        # What a single seed could gain from the second core (issue 36): the two halves that do
+        # not depend on each other, each in its own thread, as run.host.seed_groups runs slices.
+        halves = [one._replace(env_state=jax.tree_util.tree_map(lambda x, a=a, b=b: x[a:b],
+                                                                one.env_state),
+                               obs=one.obs[a:b])
+                  for a, b in ((0, cfg.n_envs // 2), (cfg.n_envs // 2, cfg.n_envs))]
+        out["overlap: actor step | critic epochs, 2 threads"] = lambda: _concurrently(
+            lambda: _ready(f_actor(data)), lambda: _ready(f_critic(one, data)))
+        out["overlap: collect, 2 threads x half the envs"] = lambda: _concurrently(
+            *(lambda h=h: _ready(f_collect(h)) for h in halves))
+        out["overlap: env steps alone, 2 threads x half"] = lambda: _concurrently(
+            *(lambda h=h: _ready(f_env_only(h)) for h in halves))
     ev_key = jax.random.PRNGKey(0)
     out["evaluation (1 episode)"] = lambda: _ready(
         compiled.evaluate(holder["state"].params["actor"], env.eval_params, ev_key))
     out["host: device_get(stats)"] = _device_get_stats(compiled, holder, env_params)
     return out
+
+
+def _concurrently(*calls) -> None:
+    """Run the zero-argument callables at once, one thread each, and wait for all of them.
+
+    Each thread computes under the caller's x64 setting (``jax.enable_x64`` is thread-local, and
+    a jitted function traced under the other setting would be traced again).
+    """
+    import concurrent.futures
+
+    x64 = bool(jax.config.read("jax_enable_x64"))
+
+    def under_callers_precision(call):
+        with jax.enable_x64(x64):
+            return call()
+
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        for future in [pool.submit(under_callers_precision, c) for c in calls]:
+            future.result()
 
 
 def _device_get_stats(compiled, holder, env_params):
