@@ -5,9 +5,10 @@ Each seed runs as a user would run it, ``jaxrl-train --preset gate --seed S`` in
 table reads each staged run's records (`jaxrl_agents.stages.timeline`: every attempt end to end,
 set-aside attempts included) and prints, per seed, the steps and the training wall time to an
 evaluation J_T below 1e-2, 1e-3, 1e-4 and the paper's 9.486e-5, the best J_T and its gate time
-(over the whole run and within its first 30 minutes of training, which the aims read), the attempts, the process's own wall time and the load average while it ran; then the medians
-beside the campaign chain's (28.0 min to 1e-4 for the median seed, campaigns/README.md) and the
-paper's (about 9 hours and 12.6M steps, spec/reference-results.md).
+(over the whole run and within its first 30 minutes of training, which the aims read), the
+attempts, the process's own wall time and the load average while it ran; then the medians beside
+the campaign chain's (28.0 min to 1e-4 for the median seed, campaigns/README.md) and the paper's
+(about 9 hours and 12.6M steps, spec/reference-results.md).
 
 Each seed's run goes into ``<out>/s<seed>/`` (the campaign runner's layout, so a campaign entry
 can summarise the bench's runs), with ``bench.json`` beside it: the process wall time and the load
