@@ -491,9 +491,9 @@ def _aims(summaries: dict, rel) -> list[str]:
     if too_few:  # listed, not judged: a median over fewer seeds says little about the aim
         lines.append(f"| {aim} | not judged for configurations with fewer than {MEDIAN_AIM_SEEDS} "
                      f"seeds (seeds): {', '.join(too_few)} |")
-    mapped = _mapped(summaries)
-    if mapped:
-        key, s = min(mapped, key=lambda ks: ks[1]["robustness"]["worst_JT"])
+    most_robust = _most_robust(_mapped(summaries))
+    if most_robust:
+        key, s = most_robust
         r = s["robustness"]
         jt = paper_map().jt_at_gate_time
         bar = float(np.median(jt)), float(np.max(jt))
@@ -549,12 +549,17 @@ def _mapped(summaries: dict) -> list[tuple[str, dict]]:
     return [(key, s) for key, runs in summaries.items() for s in runs if s.get("robustness")]
 
 
+def _most_robust(mapped: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The (entry key, summary) of `_mapped` with the lowest worst J_T, or None if none is mapped."""
+    return min(mapped, key=lambda ks: ks[1]["robustness"]["worst_JT"], default=None)
+
+
 def _robustness_section(summaries: dict, figures_dir: str, rel) -> list[str]:
     mapped = _mapped(summaries)
     if not mapped:
         return []
     paper = paper_map()
-    best_key, best = min(mapped, key=lambda ks: ks[1]["robustness"]["worst_JT"])
+    best_key, best = _most_robust(mapped)
     path = os.path.join(figures_dir, "robustness_maps.png")
     rob = best["robustness"]
     figures.robustness_maps(
