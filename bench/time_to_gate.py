@@ -153,6 +153,14 @@ def _fmt_cross(v) -> str:
     return f"{v[0] / 1e6:6.2f}M {v[1] / 60:5.1f}m" if v is not None else f"{'never':>14}"
 
 
+def _best(rows) -> tuple[float, float]:
+    """The lowest evaluation score among timeline rows and its gate time in ns; (nan, nan) if none."""
+    if not rows:
+        return math.nan, math.nan
+    best = min(rows, key=lambda r: r.score)
+    return best.score, float(best.row.get("eval_t_JT_min", "nan"))
+
+
 def table(out: str, preset: str) -> dict:
     """Print the per-seed table and the medians; returns the figures."""
     from jaxrl_agents.stages.recipes import get_recipe
@@ -172,13 +180,9 @@ def table(out: str, preset: str) -> dict:
             rec = json.load(f)
         tl = timeline(top, rec["attempts"], *score_of(top, rec["attempts"]))
         cross = crossings(tl, THRESHOLDS)
-        best = min(tl, key=lambda r: r.score) if tl else None
-        t_ns = float(best.row.get("eval_t_JT_min", "nan")) if best else math.nan
+        best, t_ns = _best(tl)
         # The aim reads the best gate of the first 30 minutes (issue 34); a run may go on longer.
-        in_time = [r for r in tl if r.wall <= AIM_MINUTES * 60]
-        best_in_time = min(in_time, key=lambda r: r.score) if in_time else None
-        t_ns_in_time = (float(best_in_time.row.get("eval_t_JT_min", "nan")) if best_in_time
-                        else math.nan)
+        best_in_time, t_ns_in_time = _best([r for r in tl if r.wall <= AIM_MINUTES * 60])
         steps = sum(a["steps"] for a in rec["attempts"])
         train_wall = sum(a["wall"] for a in rec["attempts"])
         entry = _bench_log(out, seed)
@@ -189,13 +193,13 @@ def table(out: str, preset: str) -> dict:
         proc_txt = f"{proc / 60:.1f}m" if proc else "-"
         print(f"{seed:>5} {len(rec['attempts']):>8} " + "".join(f"{_fmt_cross(cross[t]):>15}"
                                                                  for t in THRESHOLDS)
-              + f"{best.score if best else math.nan:>11.3e} {t_ns:>7.2f} "
-              f"{best_in_time.score if best_in_time else math.nan:>11.3e} {t_ns_in_time:>7.2f} "
+              + f"{best:>11.3e} {t_ns:>7.2f} {best_in_time:>11.3e} {t_ns_in_time:>7.2f} "
               f"{steps / 1e6:>7.2f}M "
               f"{train_wall / 60:>6.1f}m {proc_txt:>8} {load_txt:>9}  "
               f"{'yes' if rec['finished'] else 'no'}")
-        rows[seed] = {"cross": cross, "best": best.score if best else math.inf,
-                      "best_in_time": best_in_time.score if best_in_time else math.inf}
+        # a seed with no evaluation yet counts as never (infinite) in the medians
+        rows[seed] = {"cross": cross, "best": math.inf if math.isnan(best) else best,
+                      "best_in_time": math.inf if math.isnan(best_in_time) else best_in_time}
     if not rows:
         print("(no runs)")
         return {}
