@@ -16,6 +16,9 @@ back from the cache, and must get it with nothing on stderr (on some Intel CPUs 
 cached executable and logs an error per load, which would land in the stderr that CLI tests
 check). A run that already has JAX_COMPILATION_CACHE_DIR keeps it untouched. `pytest` prints which
 cache is used in its header.
+
+Python's own compiled bytecode is shared the same way where PYTHONDONTWRITEBYTECODE would make
+every process compile each module it imports from source (`_start_bytecode_cache`).
 """
 
 import os
@@ -102,26 +105,55 @@ SB3_LOG_VARIABLE = "SB3_LOGDIR"
 _sb3_log_state = {"dir": None}
 
 
+_bytecode_state = {"dir": None, "note": "written beside the sources (Python's default)"}
+
+
+def _start_bytecode_cache() -> None:
+    """Let the run's processes share compiled bytecode where PYTHONDONTWRITEBYTECODE forbids it.
+
+    With it set (some container images do), every process compiles each module it imports from
+    source: importing jaxrl_agents takes ~4 s of CPU instead of ~1.5, and the suite starts two
+    xdist workers and dozens of `jaxrl-train` and probe subprocesses. The children instead write
+    bytecode under a temporary PYTHONPYCACHEPREFIX (nothing beside the sources, which is what
+    the variable is for) and read it back; the folder goes when the run ends, as the JAX cache.
+    """
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        _bytecode_state["note"] = f"under PYTHONPYCACHEPREFIX {os.environ['PYTHONPYCACHEPREFIX']}"
+        return
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    path = tempfile.mkdtemp(prefix="quantgate-tests-pycache-")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = path
+    _bytecode_state.update(dir=path, note=f"this run's {path} (PYTHONDONTWRITEBYTECODE was set)")
+
+
 def pytest_configure(config):
-    """Start the run's compilation cache and SB3 log folder (in xdist's controller, before its
-    workers start)."""
+    """Start the run's compilation cache, bytecode folder and SB3 log folder.
+
+    In xdist's controller, before its workers start: they inherit the variables.
+    """
+    _start_bytecode_cache()  # first: the cache's probe subprocess then writes jax's bytecode too
     _start_compile_cache()
     if SB3_LOG_VARIABLE not in os.environ:
         _sb3_log_state["dir"] = os.environ[SB3_LOG_VARIABLE] = tempfile.mkdtemp(prefix="quantgate-tests-sb3-")
 
 
 def pytest_unconfigure(config):
-    """Remove the run's compilation cache and SB3 log folder (only the process that made them does)."""
+    """Remove the run's compilation cache, bytecode and SB3 log folders (where this process made them)."""
     if _cache_state["owned"]:
         shutil.rmtree(_cache_state["dir"], ignore_errors=True)
     if _sb3_log_state["dir"] is not None:
         shutil.rmtree(_sb3_log_state["dir"], ignore_errors=True)
+    if _bytecode_state["dir"] is not None:
+        shutil.rmtree(_bytecode_state["dir"], ignore_errors=True)
 
 
 def pytest_report_header(config):
-    """Say which compilation cache the run uses."""
+    """Say which compilation cache and bytecode folder the run uses."""
     where = f" {_cache_state['dir']}" if _cache_state["dir"] else ""
-    return f"JAX compilation cache: {_cache_state['note']}{where}"
+    return [f"JAX compilation cache: {_cache_state['note']}{where}",
+            f"Python bytecode: {_bytecode_state['note']}"]
 
 
 #: files that are one long test in a subprocess each: xdist's default (load) scheduling hands out
