@@ -52,7 +52,10 @@ jax.clear_caches()  # the second call compiles again, so it must come from the c
 second = jax.jit(f)(x)
 print(len(hits), bool((first == second).all()))
 """
-_cache_state = {"dir": None, "owned": False, "note": ""}
+_cache_state = {"dir": None, "note": ""}
+#: the temporary folders this process made for the run (the cache, bytecode, SB3 logs): removed
+#: when the run ends, so only the controller (or a run without xdist) removes anything
+_run_folders: list[str] = []
 
 
 def _start_compile_cache() -> None:
@@ -82,7 +85,8 @@ def _start_compile_cache() -> None:
                           int(CACHE_VARIABLES["JAX_COMPILATION_CACHE_MAX_SIZE"]))
         jax.config.update("jax_persistent_cache_min_compile_time_secs",
                           float(CACHE_VARIABLES["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
-    _cache_state.update(dir=path, owned=True, note="this run's")
+    _run_folders.append(path)
+    _cache_state.update(dir=path, note="this run's")
 
 
 def _loads_back_cleanly(path: str) -> tuple[bool, str]:
@@ -102,10 +106,9 @@ def _loads_back_cleanly(path: str) -> tuple[bool, str]:
 #: unset, and never removes it: the suite left dozens behind per run. They go to one folder of the
 #: run instead, made and removed as the compilation cache is (workers inherit the variable).
 SB3_LOG_VARIABLE = "SB3_LOGDIR"
-_sb3_log_state = {"dir": None}
 
 
-_bytecode_state = {"dir": None, "note": "written beside the sources (Python's default)"}
+_bytecode_state = {"note": "written beside the sources (Python's default)"}
 
 
 def _start_bytecode_cache() -> None:
@@ -123,9 +126,10 @@ def _start_bytecode_cache() -> None:
     if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return
     path = tempfile.mkdtemp(prefix="quantgate-tests-pycache-")
+    _run_folders.append(path)
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = path
-    _bytecode_state.update(dir=path, note=f"this run's {path} (PYTHONDONTWRITEBYTECODE was set)")
+    _bytecode_state.update(note=f"this run's {path} (PYTHONDONTWRITEBYTECODE was set)")
 
 
 def pytest_configure(config):
@@ -136,17 +140,14 @@ def pytest_configure(config):
     _start_bytecode_cache()  # first: the cache's probe subprocess then writes jax's bytecode too
     _start_compile_cache()
     if SB3_LOG_VARIABLE not in os.environ:
-        _sb3_log_state["dir"] = os.environ[SB3_LOG_VARIABLE] = tempfile.mkdtemp(prefix="quantgate-tests-sb3-")
+        os.environ[SB3_LOG_VARIABLE] = tempfile.mkdtemp(prefix="quantgate-tests-sb3-")
+        _run_folders.append(os.environ[SB3_LOG_VARIABLE])
 
 
 def pytest_unconfigure(config):
     """Remove the run's compilation cache, bytecode and SB3 log folders (where this process made them)."""
-    if _cache_state["owned"]:
-        shutil.rmtree(_cache_state["dir"], ignore_errors=True)
-    if _sb3_log_state["dir"] is not None:
-        shutil.rmtree(_sb3_log_state["dir"], ignore_errors=True)
-    if _bytecode_state["dir"] is not None:
-        shutil.rmtree(_bytecode_state["dir"], ignore_errors=True)
+    for path in _run_folders:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_report_header(config):
