@@ -24,7 +24,6 @@ every process compile each module it imports from source (`_start_bytecode_cache
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -40,18 +39,8 @@ OWNER_VARIABLE = "QUANTGATE_TESTS_JAX_CACHE"
 CACHE_VARIABLES = {"JAX_COMPILATION_CACHE_MAX_SIZE": str(4 << 30),
                    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.1"}
 
-_PROBE = """
-import jax, jax.numpy as jnp
-from jax import monitoring
-hits = []
-monitoring.register_event_listener(lambda event, **kw: hits.append(event) if event.endswith("/cache_hits") else None)
-f = lambda x: jnp.tanh(x @ x.T).sum(0)
-x = jnp.linspace(0.0, 1.0, 64).reshape(8, 8)
-first = jax.jit(f)(x)
-jax.clear_caches()  # the second call compiles again, so it must come from the cache on disk
-second = jax.jit(f)(x)
-print(len(hits), bool((first == second).all()))
-"""
+#: the commands' cache variable (jaxrl_agents.run.host.compile_cache.ENV_VARIABLE)
+COMMANDS_CACHE_VARIABLE = "JAXRL_COMPILE_CACHE"
 _cache_state = {"dir": None, "note": ""}
 #: the temporary folders this process made for the run (the cache, bytecode, SB3 logs): removed
 #: when the run ends, so only the controller (or a run without xdist) removes anything
@@ -59,6 +48,15 @@ _run_folders: list[str] = []
 
 
 def _start_compile_cache() -> None:
+    _start_run_cache()
+    # `jaxrl-train`, in a subprocess or called in-process, uses a cache of its own in the user's
+    # home unless told otherwise (run/host/compile_cache.py): with this run's cache it defers to
+    # JAX_COMPILATION_CACHE_DIR, and without one it is off, so no test writes outside the run.
+    if _cache_state["dir"] is None:
+        os.environ.setdefault(COMMANDS_CACHE_VARIABLE, "off")
+
+
+def _start_run_cache() -> None:
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         owned_by_run = os.environ.get(OWNER_VARIABLE) == os.environ["JAX_COMPILATION_CACHE_DIR"]
         _cache_state.update(dir=os.environ["JAX_COMPILATION_CACHE_DIR"],
@@ -90,16 +88,13 @@ def _start_compile_cache() -> None:
 
 
 def _loads_back_cleanly(path: str) -> tuple[bool, str]:
-    """Compile a function into a cache at `path`, load it back: (a hit and a silent stderr, why not)."""
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=path,
-               **{**CACHE_VARIABLES, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"})
-    try:
-        probe = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                               text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as err:
-        return False, str(err)
-    works = probe.returncode == 0 and probe.stdout.split() == ["1", "True"] and not probe.stderr
-    return works, " ".join(probe.stderr.strip().splitlines()[-1:] or probe.stdout.split())
+    """Compile a function into a cache at `path`, load it back: (a hit and a silent stderr, why not).
+
+    The commands' own probe (`jaxrl_agents.run.host.compile_cache`), with this run's settings.
+    """
+    from jaxrl_agents.run.host.compile_cache import loads_back_cleanly
+
+    return loads_back_cleanly(path, dict(os.environ, **CACHE_VARIABLES))
 
 
 #: SB3's `learn` makes a logger folder, ``$TMPDIR/SB3-<date>``, for every model when SB3_LOGDIR is

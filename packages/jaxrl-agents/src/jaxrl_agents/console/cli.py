@@ -120,6 +120,12 @@ def build_parser(algo: str) -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run from its last checkpoint (other options "
                           "are taken from its config.json; --total-steps extends its budget)")
+    run.add_argument("--compile-cache", metavar="DIR", default=None,
+                     help="JAX's persistent compilation cache: a later run with the same config "
+                          "(another seed, a resume) loads its programs instead of compiling them "
+                          "(default: $JAXRL_COMPILE_CACHE, else JAX_COMPILATION_CACHE_DIR as JAX "
+                          "reads it, else ~/.cache/jaxrl-agents/jax; 'off': none). It applies to "
+                          "this command only; the run's results are the same bits either way")
     changes = "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in sorted(pr.config.items()))
                         for n, pr in sorted(presets.items()) if pr.config)
     fields = p.add_argument_group(
@@ -198,6 +204,19 @@ def spec_of_flags(args: argparse.Namespace):
         tag=args.tag, tensorboard=args.tensorboard)
 
 
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option` and its value (typed as ``OPT VALUE`` or ``OPT=VALUE``)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
+
+
 def _is_staged_run(path: str) -> bool:
     from ..stages.staged_run import is_staged_run
 
@@ -215,12 +234,17 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
     """
     started = time.monotonic()  # --minutes counts from here: what the user waits for
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--algo", default="ppo")
     pre.add_argument("--resume", default=None)
     pre.add_argument("--preset", default=None)
     pre.add_argument("--spec", default=None)
+    pre.add_argument("--compile-cache", default=None)
     known, _ = pre.parse_known_args(argv)
+    # How this machine compiles, not what the run is: no run file records it, so it is taken out
+    # here and every later check of the typed options (a resume's, a recipe's, --spec's) never
+    # sees it.
+    argv = _without_option(argv, "--compile-cache")
     spec = None
     if known.spec is not None:  # the file says what the run is; the flags may not say otherwise
         try:
@@ -232,7 +256,8 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
     from ..stages.cli import is_recipe, staged_main
 
     if is_recipe(known.preset) or known.resume is not None and _is_staged_run(known.resume):
-        return staged_main(argv, started)  # a recipe of stages, each an ordinary run
+        # a recipe of stages, each an ordinary run
+        return staged_main(argv, started, compile_cache=known.compile_cache)
     if canonical_name(known.algo) not in ALGORITHMS:
         print(f"jaxrl-train: error: --algo: expected one of {sorted(ALGORITHMS)}, got "
               f"{known.algo!r}", file=sys.stderr)
@@ -248,6 +273,7 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
         args.minutes = spec.time_budget / 60
 
     from ..run import trainer  # imported late: `--help` stays instant
+    from ..run.host.compile_cache import configure_for_command
     from ..run.session import plan_run
 
     # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
@@ -255,6 +281,7 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
     budget = (None if args.minutes is None
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     try:
+        configure_for_command(known.compile_cache, "jaxrl-train")  # before anything compiles
         if args.resume is not None:
             typed, others = _typed_options(argv, RESUME_OPTIONS, "--")
             if others:

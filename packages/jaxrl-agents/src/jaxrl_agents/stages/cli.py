@@ -47,8 +47,11 @@ _RUN_OPTIONS = {"--preset", "--seed", "--env", "--env-option", "--out", "--tag",
 _RESUME_OPTIONS = {"--resume", "--progress", "--minutes"}
 
 
-def staged_main(argv: list[str], started: float | None = None) -> int:
-    """Run or resume a staged run from `argv` (``jaxrl-train``'s arguments). Returns the exit code."""
+def staged_main(argv: list[str], started: float | None = None, compile_cache: str | None = None) -> int:
+    """Run or resume a staged run from `argv` (``jaxrl-train``'s arguments). Returns the exit code.
+
+    `compile_cache` is ``jaxrl-train --compile-cache``'s value (taken out of `argv` before).
+    """
     started = time.monotonic() if started is None else started
     typed = [a.split("=")[0] for a in argv if a.startswith("--")]
     resuming = "--resume" in typed
@@ -78,6 +81,9 @@ def staged_main(argv: list[str], started: float | None = None) -> int:
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     run = None
     try:
+        from ..run.host.compile_cache import configure_for_command
+
+        configure_for_command(compile_cache, "jaxrl-train")  # before anything compiles
         if resuming:
             run = StagedRun.resume(args.resume, progress=progress)
         else:

@@ -55,11 +55,9 @@ def use_compile_cache(directory: str) -> None:
     The trial owns its worker process, so setting JAX's configuration here changes nothing of a
     user's program; it also covers workers of a Ray that was started without `worker_env`.
     """
-    import jax
+    from ..run.host.compile_cache import enable
 
-    jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    enable(directory)
 
 
 def _slot_dir(cores: list[int]) -> str:
