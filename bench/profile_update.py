@@ -22,8 +22,12 @@ compiled update (``compile_algorithm(...).update``, seed axis S = 1):
   compiled update (``run.loop.Run.advance`` over 6 updates minus the time inside the update):
   plain, with an evaluation after every update (the presets' cadence), with a checkpoint after
   every update;
-- with ``--against REV``: the whole update of jaxrl_agents at git revision REV, built in the same
-  process, timed interleaved, and checked bit for bit against this one.
+- with ``--against REV``: the whole update of jaxrl_agents and quantgate_env at git revision REV
+  (an agent's change or an environment's), built in the same process, timed interleaved, and
+  checked bit for bit against this one; ``--update-only`` times just the two whole updates.
+
+``--gate-stage explore`` (PPO) or ``--gate-stage polish`` (TRPO) profiles a stage of the gate recipe
+(its config, 17.25 ns episodes) instead of the paper configuration.
 
 Phases overlap (XLA fuses across them inside the update), so the shares need not sum to 100 %.
 
@@ -31,6 +35,8 @@ Phases overlap (XLA fuses across them inside the update), so the shares need not
     uv run --locked --group test python bench/profile_update.py --algo trpo --rounds 3
     uv run --locked --group test python bench/profile_update.py --trace /tmp/trace  # + jax.profiler
     uv run --locked --group test python bench/profile_update.py --against 8721776  # A/B, bits
+    uv run --locked --group test python bench/profile_update.py --algo trpo --gate-stage polish \
+        --against HEAD --update-only --rounds 15
 """
 
 from __future__ import annotations
@@ -59,10 +65,11 @@ def _ready(x):
 
 
 def _import_revision(rev: str):
-    """jaxrl_agents as of git revision `rev`, imported as the package ``jaxrl_agents_at_rev``.
+    """jaxrl_agents and quantgate_env as of git revision `rev`, side by side with this checkout's.
 
-    The package imports itself relatively only, so the two versions live side by side in one
-    process and their updates can be timed interleaved and compared bit for bit.
+    Imported as the packages ``jaxrl_agents_at_rev`` and ``quantgate_env_at_rev``: each imports
+    itself relatively only, so the two versions live in one process and their updates can be timed
+    interleaved and compared bit for bit. Returns (REV's ``run.algorithms``, REV's quantgate_env).
     """
     import atexit
     import importlib
@@ -72,19 +79,24 @@ def _import_revision(rev: str):
     import tarfile
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = "packages/jaxrl-agents/src/jaxrl_agents"
-    tar = subprocess.run(["git", "-C", root, "archive", rev, src], capture_output=True,
-                         check=True).stdout
-    dst = tempfile.mkdtemp(prefix="jaxrl_agents_at_rev_")
+    dst = tempfile.mkdtemp(prefix="packages_at_rev_")
     atexit.register(shutil.rmtree, dst, True)
-    tarfile.open(fileobj=io.BytesIO(tar)).extractall(dst, filter="data")
-    os.rename(os.path.join(dst, src), os.path.join(dst, "jaxrl_agents_at_rev"))
+    for src in ("packages/jaxrl-agents/src/jaxrl_agents", "packages/quantgate-env/src/quantgate_env"):
+        tar = subprocess.run(["git", "-C", root, "archive", rev, src], capture_output=True,
+                             check=True).stdout
+        tarfile.open(fileobj=io.BytesIO(tar)).extractall(dst, filter="data")
+        os.rename(os.path.join(dst, src), os.path.join(dst, os.path.basename(src) + "_at_rev"))
     sys.path.insert(0, dst)
-    return importlib.import_module("jaxrl_agents_at_rev.run.algorithms")
+    return (importlib.import_module("jaxrl_agents_at_rev.run.algorithms"),
+            importlib.import_module("quantgate_env_at_rev"))
 
 
-def _against(rev_algorithms, algo, env, cfg_dict, state, compiled):
-    """(callable timing REV's update, bit-identical?) for the same seed, config and environment."""
+def _against(rev_algorithms, algo, env, cfg_dict, state, compiled, own_params):
+    """(callable timing REV's update, bit-identical?) for the same seed and config.
+
+    `env` is REV's build of the environment (the same options); this checkout's update runs on
+    its own, with the parameters of its own environment.
+    """
     cfg = rev_algorithms.make_config(algo, cfg_dict)
     theirs = rev_algorithms.compile_algorithm(algo, env, cfg)
     s_rev = theirs.init(jnp.stack([jax.random.PRNGKey(1)]), env.default_params)
@@ -92,7 +104,7 @@ def _against(rev_algorithms, algo, env, cfg_dict, state, compiled):
     same = True
     for _ in range(2):  # two updates: the second starts from the first's state
         s_rev, st_rev = theirs.update(s_rev, env.default_params)
-        s_new, st_new = compiled.update(s_new, env.default_params)
+        s_new, st_new = compiled.update(s_new, own_params)
         a, b = jax.device_get(((s_rev, st_rev), (s_new, st_new)))
         same &= all(np.asarray(x).tobytes() == np.asarray(y).tobytes()
                     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
@@ -324,20 +336,37 @@ def _trainer_overhead(algo: str, cfg, modes: dict, n_updates: int = 6) -> dict[s
     return out
 
 
-def profile(algo: str, rounds: int, trace: str | None, against: str | None) -> None:
-    """Print the phase table of `algo` (paper config), best of `rounds` interleaved rounds."""
+def _gate_stage(algo: str, stage: str) -> tuple[dict, dict]:
+    """(config fields, env options) of the gate recipe's stage `stage` (its algorithm must be `algo`)."""
+    from jaxrl_agents.stages.recipes import GATE
+
+    found = {s.name: s for s in GATE.stages}
+    if stage not in found or found[stage].algo != algo:
+        raise SystemExit(f"--gate-stage: the gate recipe's {algo} stages are "
+                         f"{[s.name for s in GATE.stages if s.algo == algo]}, got {stage!r}")
+    return {**found[stage].config, "total_steps": found[stage].steps}, dict(GATE.env_options)
+
+
+def profile(algo: str, rounds: int, trace: str | None, against: str | None,
+            gate_stage: str | None = None, update_only: bool = False) -> None:
+    """Print the phase table of `algo` (paper config, or a gate recipe stage's), best of `rounds` rounds."""
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
 
-    cfg = make_config(algo, {"total_steps": TOTAL_STEPS})
+    cfg_dict, env_options = ({"total_steps": TOTAL_STEPS}, {}) if gate_stage is None else \
+        _gate_stage(algo, gate_stage)
+    cfg = make_config(algo, cfg_dict)
     with jax.enable_x64(True):
-        env = quantgate_env.make()
+        env = quantgate_env.make(**env_options)
         compiled = compile_algorithm(algo, env, cfg)
         state = compiled.init(jnp.stack([jax.random.PRNGKey(1)]), env.default_params)
         if against:
-            rev_update, same = _against(_import_revision(against), algo, env,
-                                        {"total_steps": TOTAL_STEPS}, state, compiled)
+            rev_algorithms, rev_env_package = _import_revision(against)
+            rev_update, same = _against(rev_algorithms, algo, rev_env_package.make(**env_options),
+                                        cfg_dict, state, compiled, env.default_params)
         phases = _phases(algo, env, cfg, compiled, state, env.default_params)
+        if update_only:
+            phases = {k: v for k, v in phases.items() if k == "update (compiled, whole)"}
         if against:
             phases[f"update at {against} (same process)"] = rev_update
         t0 = time.perf_counter()
@@ -349,7 +378,7 @@ def profile(algo: str, rounds: int, trace: str | None, against: str | None) -> N
             with jax.profiler.trace(os.path.join(trace, algo)):
                 for _ in range(2):
                     phases["update (compiled, whole)"]()
-        overhead = _trainer_overhead(algo, cfg, {
+        overhead = {} if update_only else _trainer_overhead(algo, cfg, {
             "host: trainer loop per update (no eval, no checkpoint)": (False, False),
             "host: trainer loop per update, evaluating each": (True, False),
             "host: trainer loop per update, checkpointing each": (False, True)})
@@ -365,6 +394,8 @@ def profile(algo: str, rounds: int, trace: str | None, against: str | None) -> N
     else:
         desc = (f"TRPO {cfg.n_envs} envs x {cfg.n_steps} steps, CG {cfg.cg_max_steps}, critic "
                 f"{cfg.n_critic_updates} epochs of {cfg.batch_size}, {cfg.activation} {cfg.hidden}")
+    if gate_stage:
+        desc += f"; the gate recipe's {gate_stage} stage, env {env_options}"
     print(f"\n{desc}; best of {rounds} interleaved rounds; {load()}")
     print(f"update: {whole * 1e3:.0f} ms = {cfg.rollout_size / whole:,.0f} env steps/s")
     if against:
@@ -386,11 +417,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
     ap.add_argument("--trace", default=None, help="also write a jax.profiler trace here")
     ap.add_argument("--against", default=None, metavar="REV",
-                    help="also time the update of jaxrl_agents at git revision REV, interleaved "
-                         "in this process, and check the two are bit for bit identical")
+                    help="also time the update of jaxrl_agents and quantgate_env at git revision "
+                         "REV, interleaved in this process, and check the two are bit for bit "
+                         "identical")
+    ap.add_argument("--gate-stage", default=None, metavar="STAGE",
+                    help="the gate recipe's stage (explore: PPO; polish: TRPO) instead of the "
+                         "paper configuration: its config and 17.25 ns episodes")
+    ap.add_argument("--update-only", action="store_true",
+                    help="time the whole update only (and REV's with --against), no phases")
     args = ap.parse_args()
     for algo in ("ppo", "trpo") if args.algo == "both" else (args.algo,):
-        profile(algo, args.rounds, args.trace, args.against)
+        profile(algo, args.rounds, args.trace, args.against, args.gate_stage, args.update_only)
 
 
 if __name__ == "__main__":
