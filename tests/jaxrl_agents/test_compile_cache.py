@@ -114,6 +114,13 @@ def test_a_cache_that_does_not_load_back_is_not_used_and_a_named_one_says_why(tm
     assert (f"jaxrl-train: note: compilation cache {cache} not used (a cached program did not "
             f"load back cleanly on this machine: E cpu_aot_loader" in capsys.readouterr().err)
     assert _programs(cache) == set() and len(list((tmp_path / "a").iterdir())) == 1
+    # A directory that cannot be made (a file is in the way) says so, and the run goes on.
+    (tmp_path / "file").write_text("")
+    assert cli.main([*FLAGS, "--out", str(tmp_path / "b"), "--compile-cache",
+                     str(tmp_path / "file" / "cache")]) == 0
+    err = capsys.readouterr().err
+    assert (f"jaxrl-train: note: compilation cache {tmp_path / 'file' / 'cache'} not used (cannot "
+            f"write there: Not a directory); the run compiles its programs") in err, err
 
 
 

@@ -201,12 +201,13 @@ def configure_for_command(choice: str | None, command: str) -> str | None:
     try:
         os.makedirs(directory, exist_ok=True)
         works, why = _probed(directory)
-    except OSError as err:
-        works, why = False, f"{directory}: {err.strerror or err}"
+        why = f"a cached program did not load back cleanly on this machine: {why[:200]}"
+    except OSError as err:  # not writable, not a directory, a full disk
+        works, why = False, f"cannot write there: {err.strerror or err}"
     if not works:
         if source != "default":
-            print(f"{command}: note: compilation cache {directory} not used (a cached program did "
-                  f"not load back cleanly on this machine: {why[:200]})", file=sys.stderr)
+            print(f"{command}: note: compilation cache {directory} not used ({why}); the run "
+                  f"compiles its programs", file=sys.stderr)
         return None
     enable(directory)
     return directory
