@@ -28,7 +28,7 @@ The answer is kept in the directory (``probe-<key>.json``), and a cache that fai
 
 **Bits.** A loaded program is the executable XLA compiled from the same HLO with the same options
 (``XLA_FLAGS`` are part of JAX's key), so a run computes the same bits with the cache as without
-(tests/test_compile_cache.py).
+(tests/jaxrl_agents/test_compile_cache.py).
 """
 
 from __future__ import annotations
@@ -103,20 +103,20 @@ def resolve_directory(choice: str | None, environ=None) -> tuple[str | None, str
     return default_directory(environ), "default"
 
 
-def enable(directory: str, min_compile_time_s: float = 0.0) -> None:
+def enable(directory: str) -> None:
     """Point this process's JAX at `directory`, caching every program (before it compiles one).
+
+    Every program, however fast it compiles: JAX's default of 1 s would leave out the ~130 small
+    programs of a run's set-up, ~7 s on a small CPU.
 
     Args:
         directory: the cache directory (made if missing).
-        min_compile_time_s: programs that compile faster are not stored (0: every one; JAX's
-            default of 1 s would leave out the ~130 small programs of a run's set-up, ~7 s on a
-            small CPU).
     """
     import jax
 
     os.makedirs(directory, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     try:
         import filelock  # noqa: F401  (JAX's lock, which a size bound needs)
