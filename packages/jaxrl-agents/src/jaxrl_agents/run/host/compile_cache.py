@@ -201,7 +201,8 @@ def configure_for_command(choice: str | None, command: str) -> str | None:
     try:
         os.makedirs(directory, exist_ok=True)
         works, why = _probed(directory)
-        why = f"a cached program did not load back cleanly on this machine: {why[:200]}"
+        if not works:
+            why = f"a cached program did not load back cleanly on this machine: {why[:200]}"
     except OSError as err:  # not writable, not a directory, a full disk
         works, why = False, f"cannot write there: {err.strerror or err}"
     if not works:
