@@ -137,6 +137,22 @@ def pytest_configure(config):
     if SB3_LOG_VARIABLE not in os.environ:
         os.environ[SB3_LOG_VARIABLE] = tempfile.mkdtemp(prefix="quantgate-tests-sb3-")
         _run_folders.append(os.environ[SB3_LOG_VARIABLE])
+    _start_jax_backend()
+
+
+def _start_jax_backend() -> None:
+    """Start JAX's backend now, under the XLA_FLAGS the run was given (in every process of the run).
+
+    `jaxrl-train` raises XLA's small-loop threshold for a new run when the backend has not started
+    yet (jaxrl_agents/run/host/small_loops.py). Called in-process by a test, it would do so only
+    where it happened to be the first thing to use JAX, and every later test of that worker would
+    compile under it: an order-dependent run. Started here, in-process runs compile under the run's
+    XLA_FLAGS (XLA's default unless given) and resume the committed old runs as they were made;
+    the `jaxrl-train` subprocesses of the CLI tests take the threshold as users' commands do.
+    """
+    import jax
+
+    jax.devices()
 
 
 def pytest_unconfigure(config):

@@ -1,4 +1,10 @@
-"""A real `kill -9` of a `jaxrl-train` process once every run directory has a checkpoint."""
+"""A real `kill -9` of a `jaxrl-train` process once every run directory has a checkpoint, and the
+command that resumes it, as a user runs both: each in a process of its own.
+
+A resume in the test's own process would compile under the test run's XLA flags, not the
+small-loop threshold the command recorded (jaxrl_agents/run/host/small_loops.py): a command's run
+is resumed, and compared with an uninterrupted one, by commands.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,23 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # on PYTHONPATH, for the tests' toy envs
 
 
+def _command(args: list[str]) -> list[str]:
+    return [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args]
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def jaxrl_train(args: list[str], timeout_s: float = 900) -> int:
+    """Run ``jaxrl-train *args`` in a new process to its end; returns its exit code.
+
+    Its stderr is passed through (pytest shows it for a failing test).
+    """
+    return subprocess.run(_command(args), env=_env(), stdout=subprocess.DEVNULL,
+                          timeout=timeout_s).returncode
+
+
 def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: float = 900,
                       checkpoint_glob: str = "*/checkpoint.npz") -> tuple[list[pathlib.Path], int, str]:
     """Start ``jaxrl-train *args --out out`` and send it `sig` shortly after its first checkpoint.
@@ -20,8 +43,7 @@ def train_then_signal(args: list[str], out: pathlib.Path, sig: int, timeout_s: f
         (the directories it left under `out`, sorted by name; its exit code; its stderr).
     """
     proc = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "jaxrl-train"), *args, "--out", str(out)],
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+        _command([*args, "--out", str(out)]), env=_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
         # A test run started in the background by a shell inherits SIGINT ignored, and a Python
         # started so installs no KeyboardInterrupt handler: the child gets the default back.

@@ -17,7 +17,7 @@ from jaxrl_agents.common.fileio import DirectoryLockedError, load_npz, lock_dire
 from jaxrl_agents.run.run_files import read_progress
 
 from .marl_toy_envs import RiskyCore
-from .killed_run import train_then_kill_9
+from .killed_run import jaxrl_train, train_then_kill_9
 
 CORE = "tests.jaxrl_agents.marl_toy_envs:RiskyCore"
 NAN_CORE = "tests.jaxrl_agents.test_ippo_runs:NaNRewardCore"
@@ -168,8 +168,8 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     rows_at_kill = len(read_progress(os.path.join(killed[0], "progress.csv")))
     assert rows_at_kill < 400, "the run finished before it could be killed"
 
-    assert cli.main(["--resume", str(killed[1]), "--progress", "off"]) == 0
-    assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
+    assert jaxrl_train(["--resume", str(killed[1]), "--progress", "off"]) == 0
+    assert jaxrl_train([*args, "--out", str(tmp_path / "full")]) == 0
     full = sorted((tmp_path / "full").iterdir())
     for d_full, d_res in zip(full, killed):
         assert _rows(d_full) == _rows(d_res)

@@ -215,7 +215,7 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_the_resume_finishes(
     import shlex
     import signal
 
-    from .killed_run import train_then_signal
+    from .killed_run import jaxrl_train, train_then_signal
 
     long = [a if a != str(512 * 30) else str(512 * 200) for a in FLAGS]  # long enough to catch
     dirs, code, err = train_then_signal(long, tmp_path / "cut", signal.SIGINT)
@@ -229,7 +229,7 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_the_resume_finishes(
     argv = shlex.split(lines[0].rsplit("(bit-identically): ", 1)[1])
     argv = argv[argv.index("jaxrl-train") + 1:]
     assert cli.build_parser("ppo").parse_args(argv).resume == run_dir
-    assert cli.main([*argv, "--progress", "off"]) == 0
+    assert jaxrl_train([*argv, "--progress", "off"]) == 0  # as the user would: a new process
     _, header = read_checkpoint(os.path.join(run_dir, "checkpoint.npz"))
     assert header["meta"]["step"] == 512 * 200  # the resume trained the run to its end
 

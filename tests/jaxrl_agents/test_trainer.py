@@ -12,7 +12,7 @@ from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.run_files import read_progress
 
 from .conftest import PPO_CFG, SEEDS, TOY_ENV, TOY_OPTIONS
-from .killed_run import train_then_kill_9
+from .killed_run import jaxrl_train, train_then_kill_9
 
 RUN_FILES = {"config.json", "progress.csv", "evals.npz", "checkpoint.npz", "best_policy",
              "last_policy", ".lock"}  # .lock: the run-directory lock file (fileio.lock_directory)
@@ -156,8 +156,6 @@ def test_resume_needs_a_checkpoint(tmp_path):
 def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     """A real `kill -9` of jaxrl-train mid-run, then --resume: same parameters and rows as a run
     that was never interrupted."""
-    from jaxrl_agents.console import cli
-
     args = ["--algo", "ppo", "--env", TOY_ENV, "--seeds", "1", "2", "--total-steps", str(512 * 400),
             "--eval-every", str(512 * 20), "--checkpoint-every", "5", "--progress", "off",
             "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
@@ -166,8 +164,8 @@ def test_resume_after_kill_9_matches_uninterrupted(tmp_path):
     rows_at_kill = len(read_progress(os.path.join(killed[0], "progress.csv")))
     assert rows_at_kill < 400, "the run finished before it could be killed"
 
-    assert cli.main(["--resume", str(killed[1]), "--progress", "off"]) == 0
-    assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
+    assert jaxrl_train(["--resume", str(killed[1]), "--progress", "off"]) == 0
+    assert jaxrl_train([*args, "--out", str(tmp_path / "full")]) == 0
     full = sorted((tmp_path / "full").iterdir())
     for d_full, d_res in zip(full, killed):
         assert _rows_without_wall(d_full) == _rows_without_wall(d_res)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 import time
 
@@ -273,7 +274,9 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
         args.minutes = spec.time_budget / 60
 
     from ..run import trainer  # imported late: `--help` stays instant
+    from ..run.host import small_loops
     from ..run.host.compile_cache import configure_for_command
+    from ..run.run_files import RUN_CONFIG
     from ..run.session import plan_run
 
     # The budget left after parsing; spent already (a tiny --minutes), the run still trains one
@@ -281,6 +284,9 @@ def main(argv: list[str] | None = None, record_argv: list[str] | None = None) ->
     budget = (None if args.minutes is None
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     try:
+        # Both before JAX's backend starts: XLA reads its flags once (the cache probe's key too).
+        small_loops.configure_for_command(None if args.resume is None
+                                          else os.path.join(args.resume, RUN_CONFIG))
         configure_for_command(known.compile_cache, "jaxrl-train")  # before anything compiles
         if args.resume is not None:
             typed, others = _typed_options(argv, RESUME_OPTIONS, "--")

@@ -20,6 +20,7 @@ from ..common.fileio import lock_directory
 from .algorithms import get_algorithm
 from .checkpoint import load_checkpoint, read_checkpoint
 from .checks import check_progress
+from .host import small_loops
 from .host.precision import recorded_x64
 from .loop import Run
 from .run_config import find_group, never_checkpointed, record_extension
@@ -100,6 +101,8 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         x64 = recorded_x64(rc)  # what the run traced under (x64 for a file without the key)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
+    # the loops' kernels round as the run's did: XLA's threshold as recorded (before any compile)
+    small_loops.require_recorded(rc, path, ["jaxrl-train", "--resume", run_dir])
     old_total = spec.config["total_steps"]
     extend = total_steps is not None and total_steps != old_total
     if extend:  # a new budget: its errors name total_steps, the argument (not the file)

@@ -22,6 +22,7 @@ import jax
 
 from ..common.contracts import describe_evaluation, evaluation_of
 from ..common.fileio import atomic_write_json
+from .host import small_loops
 from .host.precision import precision_record
 from .run_files import RUN_CONFIG, read_run_config
 
@@ -96,6 +97,9 @@ def write_run_configs(run_dirs: list[str], plan: NewRun) -> None:
             "devices": [str(x) for x in jax.devices()],
             # What the run traces under (`precision.run_x64`); a resume reads it back.
             "precision": precision_record(plan.x64),
+            # XLA's small-loop threshold, where not XLA's default (`small_loops`): a resume
+            # compiles under it.
+            **small_loops.record_entry(),
             # Only fine-tuning runs carry the key: earlier config.json files stay as they were.
             **({"init_from": plan.init_record} if plan.init_record is not None else {}),
             # Likewise "tensorboard" (a resume keeps writing event files); a missing key is off.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 
@@ -74,15 +75,19 @@ def staged_main(argv: list[str], started: float | None = None, compile_cache: st
     from ..common.envs import DEFAULT_ENV, parse_env_options
     from ..common.fileio import describe_os_error
     from ..run.results import NonFiniteError
-    from .staged_run import StagedRun
+    from .staged_run import STAGED_RUN_JSON, StagedRun
     from .summary import staged_summary_block
 
     budget = (None if args.minutes is None
               else max(1e-9, 60 * args.minutes - (time.monotonic() - started)))
     run = None
     try:
+        from ..run.host import small_loops
         from ..run.host.compile_cache import configure_for_command
 
+        # before the backend starts: a resume compiles under the threshold its stages recorded
+        small_loops.configure_for_command(os.path.join(args.resume, STAGED_RUN_JSON) if resuming
+                                          else None)
         configure_for_command(compile_cache, "jaxrl-train")  # before anything compiles
         if resuming:
             run = StagedRun.resume(args.resume, progress=progress)

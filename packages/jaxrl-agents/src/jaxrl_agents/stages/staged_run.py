@@ -34,6 +34,7 @@ from ..common.envs import DEFAULT_ENV
 from ..common.fileio import atomic_write_json, lock_directory
 from ..common.policy import BEST_POLICY_DIR, load_policy
 from ..run.checks import check_env_options
+from ..run.host import small_loops
 from ..run.run_files import CHECKPOINT, check_out, make_run_dirs, read_json_object, remove_new_run_dirs
 from ..run.session import Session
 from ..run.spec import RunSpec
@@ -269,7 +270,9 @@ class StagedRun:
                       "argv": list(argv) if argv is not None else None, "seed": seed,
                       "env": env, "env_options": options, "checkpoint_every": checkpoint_every,
                       "recipe": recipe.to_dict(), "attempts": [], "finished": False,
-                      "best_attempt": None}
+                      "best_attempt": None,
+                      # XLA's small-loop threshold every stage compiles under (none: XLA's default)
+                      **small_loops.record_entry()}
             atomic_write_json(os.path.join(top, STAGED_RUN_JSON), record)
         except BaseException:
             locks.close()
@@ -290,6 +293,9 @@ class StagedRun:
                              f"{STAGED_RUN_JSON}, got {top!r}")
         top = os.fspath(top)
         record = read_staged_run(top)
+        # every stage compiles its loops as the earlier ones did (`small_loops`)
+        small_loops.require_recorded(record, os.path.join(top, STAGED_RUN_JSON),
+                                     ["jaxrl-train", "--resume", top])
         locks = contextlib.ExitStack()
         try:
             locks.enter_context(lock_directory(top))
