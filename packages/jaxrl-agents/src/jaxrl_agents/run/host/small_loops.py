@@ -30,7 +30,6 @@ started (nothing in this project does).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Mapping
@@ -38,8 +37,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_BYTES", "RECORD_KEY", "OPTION", "flags_with", "threshold_in", "in_effect",
            "backend_started", "configure_for_command", "configure_for_new_run", "configure_for_record",
-           "recorded",
-           "record_entry", "require_recorded"]
+           "recorded", "record_entry", "require_recorded"]
 
 #: The threshold new runs compile under, bytes (see the module docstring for the measurements).
 DEFAULT_BYTES = 256 * 1024
@@ -163,11 +161,11 @@ def configure_for_command(record_file: str | None) -> int | None:
     """
     if record_file is None:
         return configure_for_new_run()
+    from ..run_files import read_json_object  # numpy and the standard library only: no backend
+
     try:
-        with open(record_file, encoding="utf-8") as f:
-            record = json.load(f)
-        threshold = recorded(record) if isinstance(record, dict) else None
-    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        threshold = recorded(read_json_object(record_file))
+    except (OSError, ValueError):
         return in_effect()
     return configure_for_record(threshold)
 
