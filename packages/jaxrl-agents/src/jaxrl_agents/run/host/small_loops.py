@@ -7,7 +7,7 @@ of many tiny steps pays that cost over and over: the exact propagation's Taylor 
 kernel instead when the bytes it touches are below ``xla_cpu_small_while_loop_byte_threshold``
 (an ``--xla_backend_extra_options`` entry of ``XLA_FLAGS``; 1 KiB by default). At 256 KiB
 (`DEFAULT_BYTES`) the gate's loops of up to ~64 envs become kernels: measured on a 2-core EPYC, an
-env step at batch 4 ran 2.9x faster and the paper's TRPO update 1.8x (bench/README.md, "Small
+env step at batch 4 ran 3.0x faster and the paper's TRPO update 1.2-1.8x (bench/README.md, "Small
 loops as kernels"); PPO with 64 envs is unchanged, and the networks' loops (megabytes) are never
 hoisted.
 
