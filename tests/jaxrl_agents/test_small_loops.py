@@ -3,7 +3,8 @@
 What is checked: the XLA_FLAGS edits keep every other flag; a command's new run compiles under the
 default threshold and records it; a run recorded without one (every run made before) resumes in a
 command under XLA's default, bit for bit like the same resume in this process; a resume in a
-process whose backend started under another threshold is refused before compiling, in one line.
+process whose backend started under another threshold is refused before compiling, in one line,
+and a finished run, which compiles nothing, opens in any process.
 The physics under both thresholds is compared in tests/quantgate_env/test_small_loop_kernels.py.
 """
 
@@ -132,3 +133,15 @@ def test_a_resume_under_another_threshold_is_refused_before_compiling(tmp_path, 
     assert len(err) == 1 and err[0].endswith(f"resume it in a new process: jaxrl-train --resume "
                                              f"{shlex.quote(run_dir)}")
     assert os.path.getmtime(os.path.join(run_dir, "checkpoint.npz")) == mtime  # nothing trained
+
+    # Finished under the threshold in effect, the run compiles nothing more: any process may open
+    # it (a notebook reading a finished command's run), whatever threshold it recorded.
+    with open(path, "w") as f:
+        json.dump(rc, f)
+    assert trainer.resume(run_dir, progress="off").finished
+    with open(path, "w") as f:
+        json.dump({**rc, RECORD_KEY: other}, f)
+    mtime = os.path.getmtime(os.path.join(run_dir, "checkpoint.npz"))
+    result = trainer.resume(run_dir, progress="off")
+    assert result.finished and int(result.rows[0][-1]["step"]) == 1536
+    assert os.path.getmtime(os.path.join(run_dir, "checkpoint.npz")) == mtime

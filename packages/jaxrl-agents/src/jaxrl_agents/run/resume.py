@@ -101,8 +101,6 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
         x64 = recorded_x64(rc)  # what the run traced under (x64 for a file without the key)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    # the loops' kernels round as the run's did: XLA's threshold as recorded (before any compile)
-    small_loops.require_recorded(rc, path, ["jaxrl-train", "--resume", run_dir])
     old_total = spec.config["total_steps"]
     extend = total_steps is not None and total_steps != old_total
     if extend:  # a new budget: its errors name total_steps, the argument (not the file)
@@ -120,6 +118,10 @@ def _rebuild(run_dir, rc, run_dirs, configs, ckpt, env, progress, total_steps):
     if extend and cfg.n_updates < meta["update"]:
         raise ValueError(f"total_steps: expected at least the {meta['step']} steps already "
                          f"trained, got {total_steps}")
+    # The loops' kernels round as the run's did: XLA's threshold as recorded, set before anything
+    # starts the backend. A finished run compiles nothing, so any process may open it.
+    if meta["update"] < cfg.n_updates:
+        small_loops.require_recorded(rc, path, ["jaxrl-train", "--resume", run_dir])
     history = [check_history(d, meta["step"], cfg.rollout_size) for d in run_dirs]
     if env is None and spec.env is None:
         raise ValueError("env: this run was started with an environment object; pass the "
