@@ -74,6 +74,10 @@ def test_grid_of_two_trials(local_ray, tmp_path):
         for d in groups[0]:
             rc = read_run_config(os.path.join(d, "config.json"))
             assert rc["algo_config"]["lr"] == json.loads(r["config.lr"])
+            # the trial compiled its small loops under the sweep's recorded threshold
+            with open(os.path.join(sweep, "xla.json")) as f:
+                threshold = json.load(f)["xla_cpu_small_loop_bytes"]
+            assert rc["xla_cpu_small_loop_bytes"] == threshold
             progress = read_progress(os.path.join(d, "progress.csv"))
             assert [int(p["step"]) for p in progress] == list(range(64, 513, 64))
             # train.tensorboard: each trial's run directories have their TensorBoard curves,

@@ -84,7 +84,7 @@ def probe_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> No
 
 def _remove_new_sweep_dir(sweep_dir: str, created: bool) -> None:
     """Undo `prepare_sweep_dir` for a sweep that never started: its own files only."""
-    for name in (SWEEP_JSON, SPEC_COPY):
+    for name in (SWEEP_JSON, SPEC_COPY, resources.XLA_RECORD):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(sweep_dir, name))
     with contextlib.suppress(OSError):
@@ -137,6 +137,7 @@ def prepare_sweep_dir(spec: SweepSpec, spec_path: str | None) -> tuple[str, bool
     if spec_path is not None:
         with open(spec_path, "rb") as f:
             fio.atomic_write(os.path.join(d, SPEC_COPY), f.read())
+    resources.record_small_loops(d)  # what every trial compiles under (a resume reuses it)
     fio.atomic_write_json(stored, new)  # last: its presence marks a complete sweep directory
     return d, False
 

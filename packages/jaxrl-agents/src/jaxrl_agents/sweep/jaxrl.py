@@ -13,6 +13,7 @@ from ..common.contracts import evaluation_of
 from ..common.envs import DEFAULT_ENV, load_env
 from ..run import run_files
 from ..run.algorithms import ALGORITHMS, get_algorithm, make_config
+from ..run.host import small_loops
 from ..run.results import NonFiniteError
 from ..run.run_config import write_run_config
 from ..run.rundir import RunDir
@@ -22,7 +23,7 @@ from ..run.tensorboard import require_tensorboardx
 
 __all__ = ["Session", "RunSpec", "RunDir", "NonFiniteError", "run_files", "fileio", "write_run_config", "make_config",
            "load_env", "config_class", "algorithm_names", "env_score", "DEFAULT_ENV",
-           "require_tensorboardx"]
+           "require_tensorboardx", "small_loops"]
 
 
 def config_class(algo: str):

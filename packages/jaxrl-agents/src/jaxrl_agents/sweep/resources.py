@@ -12,6 +12,12 @@ So each trial
 
 With Ray's CPU count of a node at most its cores, a free slot always exists; if none does (a node
 that advertises more CPUs than it has), the trial runs unpinned and says so.
+
+Each trial also compiles its small loops as kernels under the sweep's threshold
+(`run.host.small_loops`), recorded once for the sweep in ``<sweep>/xla.json`` (`record_small_loops`)
+and set in the worker before JAX's backend starts (`use_small_loops`), as ``jaxrl-train`` does for
+its runs: a trial's runs record it in their config.json, and their resumes need it. Sweeps written
+before have no xla.json: their trials compile under XLA's default, as they did.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ import hashlib
 import os
 import tempfile
 
-__all__ = ["worker_env", "pin_to_slot", "use_compile_cache", "THREAD_VARIABLES", "JAX_CACHE"]
+from . import jaxrl
+
+__all__ = ["worker_env", "pin_to_slot", "use_compile_cache", "record_small_loops", "use_small_loops",
+           "THREAD_VARIABLES", "JAX_CACHE", "XLA_RECORD"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 JAX_CACHE = ".jax_cache"  # <sweep>/.jax_cache: JAX's persistent compilation cache of the trials
+XLA_RECORD = "xla.json"  # <sweep>/xla.json: the small-loop threshold every trial compiles under
 _held_slot: int | None = None  # the open lock file of this process's slot (kept for its life)
 _pinned: list[int] | None = None  # the cores of that slot
 
@@ -58,6 +68,48 @@ def use_compile_cache(directory: str) -> None:
     from ..run.host.compile_cache import enable
 
     enable(directory)
+
+
+def record_small_loops(sweep_dir: str) -> int:
+    """Record, in a new sweep's directory, the small-loop threshold its trials compile under.
+
+    The threshold the driver's ``XLA_FLAGS`` names (the user's choice is kept), else
+    `small_loops.DEFAULT_BYTES`, as for a ``jaxrl-train`` run. Written atomically as
+    ``{"xla_cpu_small_loop_bytes": N}`` to `XLA_RECORD`.
+
+    Returns:
+        The threshold recorded, bytes.
+    """
+    small_loops = jaxrl.small_loops
+    threshold = small_loops.threshold_in(os.environ.get("XLA_FLAGS"))
+    if threshold is None:
+        threshold = small_loops.DEFAULT_BYTES
+    jaxrl.fileio.atomic_write_json(os.path.join(sweep_dir, XLA_RECORD),
+                                   {small_loops.RECORD_KEY: threshold})
+    return threshold
+
+
+def use_small_loops(sweep_dir: str) -> int | None:
+    """In a trial's worker, before JAX's backend starts: the sweep's recorded threshold.
+
+    A sweep without `XLA_RECORD` (written before it existed) gets XLA's default. A worker whose
+    backend has started already (a trial run inline, a reused worker) keeps its own: each run
+    records the threshold it compiled under, and its resume checks that record.
+
+    Returns:
+        The threshold in effect (None: XLA's default).
+
+    Raises:
+        ValueError: the record is unreadable or malformed (names the file).
+    """
+    small_loops = jaxrl.small_loops
+    path = os.path.join(sweep_dir, XLA_RECORD)
+    record = jaxrl.run_files.read_json_object(path) if os.path.exists(path) else {}
+    try:
+        threshold = small_loops.recorded(record)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return small_loops.configure_for_record(threshold)
 
 
 def _slot_dir(cores: list[int]) -> str:

@@ -203,6 +203,7 @@ def run_trial(config: dict, *, sweep_dir: str, spec_json: dict) -> None:
     """
     spec = SweepSpec.from_json(spec_json)
     cores = resources.pin_to_slot(spec.cpus_per_trial)  # before JAX builds its thread pool
+    resources.use_small_loops(sweep_dir)  # before JAX's backend reads XLA_FLAGS
     resources.use_compile_cache(os.path.join(sweep_dir, resources.JAX_CACHE))
 
     from ray import tune
