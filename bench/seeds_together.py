@@ -19,11 +19,19 @@ machine hits all of them alike) and the medians over rounds are printed with the
 together. The PPO rows also give the update's achieved GFLOP/s (its network passes counted from
 the layer shapes) beside a plain `jnp.dot` at the learning step's shape (256 x 128 x 128) and at
 8192 rows, measured in the same process.
+
+``--phases`` times the update's two halves instead, for one seed apart and for the S seeds in the
+trainer's slices: the rollout (vmapped over a slice's seeds), the learning phase seed after seed
+(`lax.map`, the trainer's) and vmapped (the alternative), as wall and process CPU seconds,
+interleaved over rounds. From them it prints the bound that learning alone puts on "seeds
+together": however cheap the batched rollout, apart / together <= (one seed's update) / (the S
+seeds' learning per seed).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
@@ -88,9 +96,14 @@ def main() -> None:
     ap.add_argument("--algos", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--per-call", type=int, default=UPDATES_PER_CALL,
                     help="updates per compiled call (the trainer's blocks; 1: one call each)")
+    ap.add_argument("--phases", action="store_true",
+                    help="time the rollout and learning halves, apart and in one slice (above)")
     args = ap.parse_args()
     if args.per_call < 1:
         ap.error(f"--per-call: expected a positive integer, got {args.per_call}")
+    if args.phases:
+        phases(args.seeds, args.rounds, args.algos)
+        return
 
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
@@ -152,6 +165,70 @@ def main() -> None:
             print(f"  {way:<12} {gflop / m:6.1f} GFLOP/s")
         print(f"  jnp.dot 256 x 128 x 128:  {small:6.1f} GFLOP/s;  8192 x 128 x 128: {large:6.1f} "
               f"GFLOP/s (same process)")
+
+
+def phases(n_seeds: int, rounds: int, algos: list[str]) -> None:
+    """Print each half's wall and CPU seconds per seed, apart and together, and learning's bound."""
+    import quantgate_env
+    from jaxrl_agents import ppo, trpo
+    from jaxrl_agents.common.state import stack_trees
+    from jaxrl_agents.run.algorithms import make_config, model_for
+    from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
+    from timing import interleaved, load
+
+    cores = worker_count()
+    n_slices = len(seed_slices(n_seeds, cores))
+    cases, sizes = {}, {}
+    with jax.enable_x64(True):
+        env = quantgate_env.make()
+        params = env.default_params
+        for name in algos:
+            algo, over = CONFIGS[name]
+            module = {"ppo": ppo.update, "trpo": trpo.update}[algo]
+            cfg = make_config(algo, {"total_steps": 20_000_000, **over})
+            model = model_for(env, cfg)
+            rollout_phase, learn_phase = module.make_phases(model, env, cfg)
+            # (states, batches) as one argument, so that the seed slices cut both
+            learn_map = jax.jit(lambda sb, f=learn_phase: jax.lax.map(lambda x: f(*x), sb))
+            learn_vmap = jax.jit(lambda sb, f=learn_phase: jax.vmap(f)(*sb))
+            rollout = jax.jit(jax.vmap(rollout_phase, in_axes=(0, None)))
+            for n in (1, n_seeds):
+                states = stack_trees([module.init(jax.random.PRNGKey(s), model, env, params, cfg)
+                                      for s in range(n)])
+                ways = [("rollout", over_seed_groups(rollout, n_slices), (states, params))]
+                after, batch = ways[0][1](states, params)
+                jax.block_until_ready(batch)
+                ways.append(("learning, seed after seed", over_seed_groups(learn_map, n_slices),
+                             ((after, batch),)))
+                if n > 1:
+                    ways.append(("learning, vmapped", over_seed_groups(learn_vmap, n_slices),
+                                 ((after, batch),)))
+                for way, fn, fn_args in ways:
+                    jax.block_until_ready(fn(*fn_args))  # compiles
+                    cases[(name, n, way)] = functools.partial(
+                        lambda f, a: jax.block_until_ready(f(*a)), fn, fn_args)
+                    sizes[(name, n, way)] = n
+            print(f"compiled {name}", flush=True)
+        times = interleaved(cases, rounds)
+
+    print(f"\nupdate halves: gate env, paper hyper-parameters, 1 seed apart and {n_seeds} seeds "
+          f"together ({n_slices} slices on {cores} cores, as the trainer runs them), medians of "
+          f"{rounds} interleaved rounds, {load()}\n")
+    print("| config | seeds | half | wall s per seed | CPU s per seed | cores busy |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    wall = {}
+    for (name, n, way), ts in times.items():
+        w = statistics.median(t[0] for t in ts) / n
+        c = statistics.median(t[1] for t in ts) / n
+        wall[(name, n, way)] = w
+        print(f"| {name} | {n} | {way} | {w:.3f} | {c:.3f} | {c / w:.2f} |")
+    for name in algos:
+        apart = wall[(name, 1, "rollout")] + wall[(name, 1, "learning, seed after seed")]
+        learn = min(wall[(name, n_seeds, w)] for w in ("learning, seed after seed",
+                                                       "learning, vmapped"))
+        print(f"\n{name}: one seed's update {apart:.3f} s; the {n_seeds} seeds' learning alone "
+              f"{learn:.3f} s per seed (the faster way), so apart / together <= {apart / learn:.2f}x "
+              f"even with a free rollout")
 
 
 if __name__ == "__main__":
