@@ -5,7 +5,8 @@ aside and restarts the stage with the next attempt seed; a later stage starts fr
 stage's best policy with the std it names; the timeline puts every attempt end to end; an
 interruption in the middle of any stage, or between a decision and its record, resumes to the
 uninterrupted run bit for bit; the same seed twice gives the same run; bad recipes and flags are
-refused before anything trains.
+refused before anything trains; a resume under another small-loop threshold is refused unless the
+staged run is finished.
 """
 
 import json
@@ -285,3 +286,40 @@ def test_cli_runs_resumes_and_refuses_a_recipe(tmp_path, monkeypatch, capsys):
 def _fingerprint_attempts_of(make_recipe, tmp_path):
     with _open(make_recipe(), tmp_path / "api") as run:
         return _fingerprint(run.advance().top)["attempts"]
+
+
+def test_a_resume_under_another_small_loop_threshold_is_refused_unless_finished(reference, tmp_path):
+    """A staged run's stages compile their loops under the threshold staged_run.json records
+    (`run.host.small_loops`): an unfinished one is refused in a process whose JAX backend started
+    under another, before anything trains; a finished one compiles nothing and opens anywhere."""
+    from jaxrl_agents.run.host.small_loops import DEFAULT_BYTES, RECORD_KEY, in_effect
+
+    other = DEFAULT_BYTES if in_effect() != DEFAULT_BYTES else DEFAULT_BYTES // 2
+
+    def record_other(top):
+        path, record = os.path.join(top, STAGED_RUN_JSON), _record(top)
+        with open(path, "w") as f:
+            json.dump({**record, RECORD_KEY: other}, f)
+        return path
+
+    with _open(_recipe(), tmp_path / "part") as run:
+        top = run.top
+        run.advance(stop_after_updates=1)
+    path = record_other(top)
+
+    def files():
+        return {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
+                for d, _, names in os.walk(top) for f in names}
+
+    before = files()
+    with pytest.raises(ValueError, match=f"{path}: {RECORD_KEY}: the run compiled its loops under "
+                                         f"{other} bytes"):
+        StagedRun.resume(top, progress="off")
+    assert files() == before  # nothing trained, nothing written
+
+    done = str(tmp_path / "done")
+    shutil.copytree(reference.top, done)
+    record_other(done)
+    with StagedRun.resume(done, progress="off", echo=lambda line: None) as run:
+        assert run.advance().finished
+    assert _fingerprint(done) == _fingerprint(reference.top)

@@ -293,9 +293,11 @@ class StagedRun:
                              f"{STAGED_RUN_JSON}, got {top!r}")
         top = os.fspath(top)
         record = read_staged_run(top)
-        # every stage compiles its loops as the earlier ones did (`small_loops`)
-        small_loops.require_recorded(record, os.path.join(top, STAGED_RUN_JSON),
-                                     ["jaxrl-train", "--resume", top])
+        # Every stage compiles its loops as the earlier ones did (`small_loops`); a finished
+        # staged run compiles nothing, so any process may open it.
+        if not record.get("finished"):
+            small_loops.require_recorded(record, os.path.join(top, STAGED_RUN_JSON),
+                                         ["jaxrl-train", "--resume", top])
         locks = contextlib.ExitStack()
         try:
             locks.enter_context(lock_directory(top))
