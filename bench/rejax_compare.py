@@ -41,6 +41,9 @@ rejax with the same clipping. Final return: the same evaluator for every final p
 CartPole, 64 episodes with the greedy (arg-max) action, mean undiscounted return (500 =
 perfect); the gate, the nominal device (no drift) with the mean action, undiscounted return of
 the one deterministic episode (higher is better; -log10 J_T per sample, minus the penalties).
+
+On the gate it then times an update's env steps alone, through each side's env (`env_share`): the
+part of the update both libraries pay alike, which bounds any lead.
 """
 
 from __future__ import annotations
@@ -267,6 +270,54 @@ def compare(env_name: str, rounds: int, updates: int) -> dict:
     return out
 
 
+def env_share(sps: dict, rounds: int) -> None:
+    """Print the gate env's own share of an update, which both libraries pay alike.
+
+    Times one update's environment steps alone (N_STEPS steps of N_ENVS envs in a `lax.scan`,
+    fixed actions): through the gymnax view (rejax's) and through the functional env (ours),
+    interleaved over `rounds`, beside each side's update time (from `sps`, the medians above).
+    If the env takes E ms of rejax's U ms, leading rejax by L takes ours' other work below
+    U / L - E, against rejax's U - E.
+    """
+    import quantgate_env
+    import quantgate_env.gymnax as qgx
+    from timing import interleaved
+
+    def scan_of(step, reset, params):
+        def run(key):
+            obs, state = jax.vmap(reset, in_axes=(0, None))(jax.random.split(key, N_ENVS), params)
+            action = jnp.full((N_ENVS, 3), 0.1, jnp.float32)
+
+            def body(state, k):
+                out = jax.vmap(step, in_axes=(0, 0, 0, None))(jax.random.split(k, N_ENVS), state,
+                                                              action, params)
+                return out[1], out[2]
+            return jax.lax.scan(body, state, jax.random.split(key, N_STEPS))[1]
+        fn = jax.jit(run)
+        fn(jax.random.PRNGKey(0)).block_until_ready()  # compiles
+        return lambda: fn(jax.random.PRNGKey(1)).block_until_ready()
+
+    ours_env = quantgate_env.make(precision="float32")
+    view = qgx.make(precision="float32")
+    scans = {"gymnax view (rejax's)": scan_of(view.step, view.reset, view.default_params),
+             "functional env (ours)": scan_of(ours_env.step_autoreset, ours_env.reset,
+                                              ours_env.default_params)}
+    env_ms = {k: 1e3 * statistics.median(w for w, _ in v)
+              for k, v in interleaved(scans, rounds).items()}
+    steps = N_ENVS * N_STEPS
+    print("\nThe env's own share of an update (its steps alone, medians of "
+          f"{rounds} interleaved rounds):")
+    for name, ms in env_ms.items():
+        print(f"  env steps of one update, {name}: {ms:.1f} ms")
+    for (lib, clip), rate in sps.items():
+        print(f"  {lib}, {clip}: {1e3 * steps / rate:.1f} ms an update")
+    u = 1e3 * steps / sps[("rejax", "global-norm")]
+    e = env_ms["gymnax view (rejax's)"]
+    print(f"  rejax's update (global-norm) is {u:.1f} ms, {e / u:.0%} of it the env: a 1.10x lead "
+          f"needs ours' other work at {u / 1.1 - e:.1f} ms against rejax's {u - e:.1f} "
+          f"({1 - (u / 1.1 - e) / (u - e):.0%} less)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--env", nargs="+", choices=["cartpole", "gate"], default=["cartpole", "gate"])
@@ -288,6 +339,8 @@ def main() -> None:
                 print(f"| {lib} | {clip} | {sps[(lib, clip)]:,.0f} | "
                       f"{sps[(lib, clip)] / sps[('rejax', clip)]:.2f}x | {np.mean(rets):.1f} "
                       f"({', '.join(f'{x:.0f}' for x in rets)}) |")
+            if env_name == "gate":
+                env_share(sps, args.rounds)
             print(load() + "\n", flush=True)
 
 
