@@ -152,6 +152,11 @@ def test_kill_worker_and_driver_then_resume(tmp_path):
         for d in group:  # one row per update, none lost or repeated
             steps = [int(r["step"]) for r in read_progress(os.path.join(d, "progress.csv"))]
             assert steps == list(range(64, FINAL + 1, 64))
+            # every worker, the retried and the new driver's too, compiled under the sweep's record
+            with open(os.path.join(sweep, "xla.json")) as f, \
+                    open(os.path.join(d, "config.json")) as g:
+                key = "xla_cpu_small_loop_bytes"
+                assert json.load(g)[key] == json.load(f)[key]
     with open(os.path.join(sweep, "summary.csv")) as f:
         table = list(csv.DictReader(f))
     assert sorted(r["status"] for r in table) == ["finished", "finished"]
