@@ -73,17 +73,15 @@ def use_compile_cache(directory: str) -> None:
 def record_small_loops(sweep_dir: str) -> int:
     """Record, in a new sweep's directory, the small-loop threshold its trials compile under.
 
-    The threshold the driver's ``XLA_FLAGS`` names (the user's choice is kept), else
-    `small_loops.DEFAULT_BYTES`, as for a ``jaxrl-train`` run. Written atomically as
+    `small_loops.new_run_threshold` of the driver's ``XLA_FLAGS``, as for a ``jaxrl-train`` run:
+    the one they name (the user's choice is kept), else 256 KiB. Written atomically as
     ``{"xla_cpu_small_loop_bytes": N}`` to `XLA_RECORD`.
 
     Returns:
         The threshold recorded, bytes.
     """
     small_loops = jaxrl.small_loops
-    threshold = small_loops.threshold_in(os.environ.get("XLA_FLAGS"))
-    if threshold is None:
-        threshold = small_loops.DEFAULT_BYTES
+    threshold = small_loops.new_run_threshold()
     jaxrl.fileio.atomic_write_json(os.path.join(sweep_dir, XLA_RECORD),
                                    {small_loops.RECORD_KEY: threshold})
     return threshold
@@ -105,11 +103,7 @@ def use_small_loops(sweep_dir: str) -> int | None:
     small_loops = jaxrl.small_loops
     path = os.path.join(sweep_dir, XLA_RECORD)
     record = jaxrl.run_files.read_json_object(path) if os.path.exists(path) else {}
-    try:
-        threshold = small_loops.recorded(record)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-    return small_loops.configure_for_record(threshold)
+    return small_loops.configure_for_record(small_loops.recorded(record, path))
 
 
 def _slot_dir(cores: list[int]) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_BYTES", "RECORD_KEY", "OPTION", "flags_with", "threshold_in", "in_effect",
            "backend_started", "configure_for_command", "configure_for_new_run", "configure_for_record",
-           "recorded", "record_entry", "require_recorded"]
+           "new_run_threshold", "recorded", "record_entry", "require_recorded"]
 
 #: The threshold new runs compile under, bytes (see the module docstring for the measurements).
 DEFAULT_BYTES = 256 * 1024
@@ -123,8 +123,18 @@ def _set(threshold: int | None) -> None:
         os.environ.pop("XLA_FLAGS", None)
 
 
+def new_run_threshold() -> int:
+    """The threshold a new run compiles under in a process whose backend has not started.
+
+    The one ``XLA_FLAGS`` names (the user's choice is kept), else `DEFAULT_BYTES`: what
+    `configure_for_new_run` sets here, and what a sweep records for its trial workers.
+    """
+    threshold = in_effect()
+    return DEFAULT_BYTES if threshold is None else threshold
+
+
 def configure_for_new_run() -> int | None:
-    """Before a command's new run: `DEFAULT_BYTES`, unless ``XLA_FLAGS`` names a threshold.
+    """Before a command's new run: `new_run_threshold`, where the backend has not started yet.
 
     Nothing changes once the backend has started (the run then records what is in effect).
 
@@ -132,7 +142,7 @@ def configure_for_new_run() -> int | None:
         The threshold in effect.
     """
     if in_effect() is None and not backend_started():
-        _set(DEFAULT_BYTES)
+        _set(new_run_threshold())
     return in_effect()
 
 
@@ -170,18 +180,23 @@ def configure_for_command(record_file: str | None) -> int | None:
     return configure_for_record(threshold)
 
 
-def recorded(record: Mapping[str, Any]) -> int | None:
-    """The threshold a config.json or staged_run.json records (None: XLA's default).
+def recorded(record: Mapping[str, Any], where: str | None = None) -> int | None:
+    """The threshold a config.json, staged_run.json or sweep's xla.json records (None: XLA's default).
+
+    Args:
+        record: the file's dict.
+        where: the file, named first in the error (None: the key alone).
 
     Raises:
-        ValueError: the key holds something other than a non-negative integer (names the key;
-            the caller names the file).
+        ValueError: the key holds something other than a non-negative integer (names the key).
     """
     value = record.get(RECORD_KEY)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{RECORD_KEY}: expected a non-negative integer (bytes), got {value!r}")
+        prefix = "" if where is None else f"{where}: "
+        raise ValueError(f"{prefix}{RECORD_KEY}: expected a non-negative integer (bytes), got "
+                         f"{value!r}")
     return value
 
 
@@ -202,10 +217,7 @@ def require_recorded(record: Mapping[str, Any], where: str, command: list[str] |
     Raises:
         ValueError: the record is malformed, or the backend started under another threshold.
     """
-    try:
-        want = recorded(record)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
+    want = recorded(record, where)
     have = configure_for_record(want)
     if have != want:
         def describe(t):
