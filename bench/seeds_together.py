@@ -178,7 +178,7 @@ def phases(n_seeds: int, rounds: int, algos: list[str]) -> None:
 
     cores = worker_count()
     n_slices = len(seed_slices(n_seeds, cores))
-    cases, sizes = {}, {}
+    cases = {}
     with jax.enable_x64(True):
         env = quantgate_env.make()
         params = env.default_params
@@ -207,7 +207,6 @@ def phases(n_seeds: int, rounds: int, algos: list[str]) -> None:
                     jax.block_until_ready(fn(*fn_args))  # compiles
                     cases[(name, n, way)] = functools.partial(
                         lambda f, a: jax.block_until_ready(f(*a)), fn, fn_args)
-                    sizes[(name, n, way)] = n
             print(f"compiled {name}", flush=True)
         times = interleaved(cases, rounds)
 
