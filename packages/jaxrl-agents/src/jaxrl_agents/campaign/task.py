@@ -494,7 +494,9 @@ def _train(job: Job, args: list[str], failed: Callable[[], bool] | None = None,
             if failed is not None and failed():
                 _stop(job, child)
                 return child.returncode, "failed"
-            time.sleep(1.0)
+            # wait up to a second for the exit, not a fixed second: a run that ends is seen at once
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=1.0)
     except KeyboardInterrupt:
         _stop(job, child)
         return child.returncode, "interrupted"
