@@ -92,7 +92,7 @@ def test_the_fresh_parameters_as_a_start_give_the_fresh_state(x64, toy_env):
 
 
 def test_a_fine_tuning_run_resumes_bit_identically(source, tmp_path):
-    cfg = dict(SOURCE_CFG, lr=1e-3, total_steps=512 * 6)
+    cfg = SOURCE_CFG  # the source run's program: a fine-tuning run compiles nothing new
     full = _train(tmp_path / "full", config=cfg, init_from=source)
     part = _train(tmp_path / "part", config=cfg, init_from=source, stop_after=3)
     assert not part.finished
@@ -161,9 +161,12 @@ def test_a_run_says_which_source_and_step_it_starts_from(source, tmp_path, capsy
     from jaxrl_agents.console import cli
 
     step = load_policy(source).metadata["step"]
-    argv = ["--env", TOY_ENV, "--seed", "3", "--hidden", "32", "32", "--n-envs", "16", "--n-steps",
-            "32", "--n-epochs", "4", "--n-minibatches", "4", "--total-steps", "512", "--lr",
-            str(TINY_LR), "--out", str(tmp_path), "--progress", "lines", "--init-from", source]
+    # --preset paper: the config of test_a_negligible_learning_rate_keeps_the_source_policy (the
+    # same compiled update)
+    argv = ["--env", TOY_ENV, "--preset", "paper", "--seed", "3", "--hidden", "32", "32",
+            "--n-envs", "16", "--n-steps", "32", "--n-epochs", "4", "--n-minibatches", "4",
+            "--total-steps", "1024", "--lr", str(TINY_LR), "--out", str(tmp_path), "--progress",
+            "lines", "--init-from", source]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     line = f"init_from: starting from {os.path.join(source, 'best_policy')} (ppo, seed 3, step {step:,})"

@@ -16,7 +16,7 @@ from jaxrl_agents.common.fileio import load_npz
 from jaxrl_agents.run.checkpoint import read_checkpoint, replace_checkpoint_meta
 from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
 
-from .conftest import CFG, TOY_ENV, TOY_OPTIONS
+from .conftest import CFG, SEEDS, TOY_ENV, TOY_OPTIONS
 
 SEEDS4 = (1, 2, 3, 4)
 
@@ -111,8 +111,12 @@ def test_a_split_run_records_its_slices_and_resumes_bit_identically(tmp_path, mo
 
 def test_a_checkpoint_from_before_the_split_resumes_as_one_program(tmp_path, monkeypatch):
     """A group checkpointed when seeds ran as one program (no seed_slices in its meta) resumes
-    as one program on a many-core machine, and ends with the one-program run's files."""
-    args = dict(env_options=TOY_OPTIONS, config=CFG["trpo"], seeds=SEEDS4, eval_every=1536,
+    as one program on a many-core machine, and ends with the one-program run's files.
+
+    Two seeds: split on resume they would be one-seed slices, which round differently (module
+    docstring of seed_groups), and as one program they are the two-seed update the other TRPO
+    tests compile."""
+    args = dict(env_options=TOY_OPTIONS, config=CFG["trpo"], seeds=SEEDS, eval_every=1536,
                 checkpoint_every=4, progress="off")
     monkeypatch.setenv("JAXRL_SEED_THREADS", "1")
     whole = trainer.train("trpo", TOY_ENV, out=str(tmp_path / "whole"), **args).run_dirs

@@ -15,8 +15,15 @@ from jaxrl_agents.common.minibatch import minibatch_epochs
 from jaxrl_agents.common.permutation import permutation, stable_argsort_u32
 
 
+# 1: no sort round; 5: one round, two radix passes; 8192: two rounds; 70_000: three radix passes.
+# 2, 64 and 1000 take the path of n=5 here (one round, two passes): -m slow, ~17 s of compiling.
+_SAME_PATH_AS_5 = pytest.mark.slow
+
+
 @pytest.mark.parametrize("use_x64", [True, False], ids=["x64", "float32"])
-@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000, 8192, 70_000])
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=_SAME_PATH_AS_5), 5,
+                               pytest.param(64, marks=_SAME_PATH_AS_5),
+                               pytest.param(1000, marks=_SAME_PATH_AS_5), 8192, 70_000])
 def test_permutation_is_jax_random_permutation(use_x64, n):
     with jax.enable_x64(use_x64):
         ours = jax.jit(lambda k: permutation(k, n))  # one program per n, run on every key
@@ -30,7 +37,7 @@ def test_permutation_without_x64_sorts_uint32_only():
     """Float32 runs (issue 36) get the radix path: JAX's permutation, with no comparator sort."""
     with jax.enable_x64(False):
         key = jax.random.PRNGKey(3)
-        np.testing.assert_array_equal(np.asarray(permutation(key, 300)),
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda k: permutation(k, 300))(key)),
                                       np.asarray(jax.random.permutation(key, 300)))
         jaxpr = str(jax.make_jaxpr(lambda k: permutation(k, 2048))(key))
     sorts = [line for line in jaxpr.splitlines() if " sort[" in line]
@@ -43,14 +50,15 @@ def test_stable_argsort_keeps_tied_keys_in_order(use_x64):
     # Ties are what the packing must get right (32-bit keys of 8192 rows tie ~1 % of the time);
     # the radix path must also order keys that differ only in their high bits (its last pass).
     with jax.enable_x64(use_x64):
+        argsort = jax.jit(stable_argsort_u32)  # one program per size, not one per primitive
         keys = np.array([3, 1, 3, 0, 1, 2**32 - 1, 0, 3, 2**31], np.uint32)
-        ours = np.asarray(stable_argsort_u32(jnp.asarray(keys)))
+        ours = np.asarray(argsort(jnp.asarray(keys)))
         np.testing.assert_array_equal(ours, [3, 6, 1, 4, 0, 2, 7, 8, 5])
         np.testing.assert_array_equal(ours, np.argsort(keys, kind="stable"))
         rng = np.random.default_rng(0)
         for many in (rng.integers(0, 50, 5000).astype(np.uint32),
                      (rng.integers(0, 4, 70_000) * (2**30 + 12345)).astype(np.uint32)):
-            np.testing.assert_array_equal(np.asarray(stable_argsort_u32(jnp.asarray(many))),
+            np.testing.assert_array_equal(np.asarray(argsort(jnp.asarray(many))),
                                           np.argsort(many, kind="stable"))
 
 
@@ -135,9 +143,11 @@ def test_trainer_evaluates_each_update_on_its_own_parameters(tmp_path):
     from .conftest import PPO_CFG, SEEDS, TOY_ENV
     from .toy_envs import make_reach
 
-    cfg = dict(PPO_CFG, total_steps=512 * 3)
+    # PPO_CFG's program (the trainer tests compile it), stopped after 3 of its 30 updates.
+    cfg = PPO_CFG
     res = trainer.train(algo="ppo", env=TOY_ENV, config=cfg, seeds=SEEDS, eval_every=512,
-                        out=str(tmp_path), checkpoint_every=1, progress="off")
+                        out=str(tmp_path), checkpoint_every=1, progress="off", stop_after=3)
+    assert not res.finished
     with jax.enable_x64(True):
         env = make_reach()
         compiled = compile_algorithm("ppo", env, make_config("ppo", cfg))
