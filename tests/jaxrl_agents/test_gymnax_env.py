@@ -72,23 +72,38 @@ def test_unknown_env_id_is_named():
         make("CartPole-v9")
 
 
+#: test_ppo_learns_cartpole's config (its budget too: PPO's learning-rate schedule is compiled in),
+#: so the two tests compile one update program; `--preset paper` changes no field (the default
+#: preset, demo, changes lr)
+LEARN_CFG = {"total_steps": 16 * 64 * 60, "n_envs": 16, "n_steps": 64, "n_epochs": 4,
+             "n_minibatches": 4, "hidden": (32, 32)}
+
+
 def _config(tmp_path, *extra):
-    return ["--env", SPEC, "--env-option", "env_id=CartPole-v1", "--n-envs", "4", "--n-steps",
-            "32", "--n-epochs", "1", "--n-minibatches", "2", "--hidden", "16", "16",
+    c = LEARN_CFG
+    return ["--preset", "paper", "--env", SPEC, "--env-option", "env_id=CartPole-v1",
+            "--n-envs", str(c["n_envs"]),
+            "--n-steps", str(c["n_steps"]), "--n-epochs", str(c["n_epochs"]), "--n-minibatches",
+            str(c["n_minibatches"]), "--hidden", *map(str, c["hidden"]),
             "--out", str(tmp_path), "--progress", "lines", *extra]
 
 
 def test_jaxrl_train_on_gymnax_cartpole_writes_the_run_directory(tmp_path, capsys):
-    assert cli.main(_config(tmp_path, "--total-steps", "256", "--eval-every", "128")) == 0
+    total = LEARN_CFG["total_steps"]
+    assert cli.main(_config(tmp_path, "--total-steps", str(total),
+                            "--eval-every", str(total // 2))) == 0
     (run,) = list(tmp_path.iterdir())
     rc = json.loads((run / "config.json").read_text())
     assert rc["env"] == SPEC and rc["env_options"] == {"env_id": "CartPole-v1"}
     assert rc["evaluation"] == {"score": "return", "score_mode": "max", "plots": {}}
     rows = read_progress(str(run / "progress.csv"))
-    assert [r["step"] for r in rows] == ["128", "256"]
-    assert all("eval_return" in r and "eval_len" in r for r in rows)
+    rollout = LEARN_CFG["n_envs"] * LEARN_CFG["n_steps"]
+    assert [r["step"] for r in rows] == [str(rollout * u) for u in range(1, 61)]  # a row an update
     assert not any(k.startswith("eval_") and k not in ("eval_return", "eval_len")
                    for r in rows for k in r)
+    rows = [r for r in rows if "eval_return" in r]  # the rows of the evaluations
+    assert [r["step"] for r in rows] == [str(total // 2), str(total)]
+    assert all("eval_len" in r for r in rows)
     evals = load_npz(str(run / "evals.npz"))
     assert set(evals) == {"step", "reward", "alive", "action"}  # the generic record
     assert evals["alive"].shape == (2, 500)
@@ -108,9 +123,7 @@ def test_ppo_learns_cartpole(tmp_path):
     ~17 s on 2 shared cores (mostly compilation), so it stays in the default suite."""
     import jaxrl_agents as ja
 
-    res = ja.train("ppo", SPEC, {"env_id": "CartPole-v1"},
-                   {"total_steps": 16 * 64 * 60, "n_envs": 16, "n_steps": 64, "n_epochs": 4,
-                    "n_minibatches": 4, "hidden": (32, 32)},
+    res = ja.train("ppo", SPEC, {"env_id": "CartPole-v1"}, LEARN_CFG,
                    seeds=(0,), eval_every=10**9, out=str(tmp_path), progress="off")
     rows = read_progress(res.run_dirs[0] + "/progress.csv")
     done = np.array([float(r["frac_done"]) for r in rows])

@@ -28,11 +28,16 @@ CFG = {"n_envs": 4, "n_steps": 16, "hidden": (16,), "n_minibatches": 2, "lr": 3e
 
 @dataclasses.dataclass(frozen=True)
 class NaNRewardCore(RiskyCore):
-    """RiskyCore whose rewards are NaN: the first update's losses are non-finite."""
+    """RiskyCore whose rewards are NaN: the first update's losses are non-finite.
 
-    def step(self, key, state, actions, params):
-        obs, state, rew, term, trunc, info = super().step(key, state, actions, params)
-        return obs, state, {a: r * jnp.nan for a, r in rew.items()}, term, trunc, info
+    The NaN comes in through the params (every reward is ``n_risky * risky_reward / n_agents``, and
+    0 x NaN is NaN): RiskyCore's own step, so the compiled update is RiskyCore's program (a cache
+    hit, where a NaN written into the step was a program of its own: ~10 s of compiling).
+    """
+
+    @property
+    def default_params(self):
+        return {"risky_reward": jnp.asarray(jnp.nan, jnp.float32)}
 
 
 def _run(out, stop_after=None, algo="ippo_lagrangian", seeds=(1, 2), env=CORE, **cfg):
@@ -119,11 +124,13 @@ def test_a_run_in_use_is_locked(tmp_path):
 
 
 def test_non_finite_update_stops_the_run(tmp_path):
+    # seeds (1, 2): the program of test_jaxrl_plot_plots_an_ippo_run (NaNRewardCore's is RiskyCore's)
     with pytest.raises(trainer.NonFiniteError, match=r"update 1 \(steps 1-64\)") as info:
-        _run(tmp_path, env=NAN_CORE, seeds=(1,), algo="ippo")
-    assert info.value.checkpoint_update == 0 and info.value.seeds == [1]
-    (d,) = info.value.run_dirs
-    assert not os.path.exists(os.path.join(d, "checkpoint.npz"))  # nothing of the bad update
+        _run(tmp_path, env=NAN_CORE, algo="ippo")
+    assert info.value.checkpoint_update == 0 and info.value.seeds == [1, 2]
+    assert len(info.value.run_dirs) == 2
+    for d in info.value.run_dirs:
+        assert not os.path.exists(os.path.join(d, "checkpoint.npz"))  # nothing of the bad update
 
 
 def test_jaxrl_plot_plots_an_ippo_run(tmp_path):
@@ -136,24 +143,30 @@ def test_jaxrl_plot_plots_an_ippo_run(tmp_path):
 
 
 def test_python_stepped_runs_say_why_they_cannot_resume(tmp_path, capsys):
+    # test_ippo_learning's Python-stepped config (test_masks_hold_on_both_paths[False]): one program
     code = cli.main(["--algo", "ippo", "--env", "tests.jaxrl_agents.marl_toy_envs:RiskyEnv",
-                     "--total-steps", "64", "--n-steps", "32", "--hidden", "8",
-                     "--progress", "off", "--out", str(tmp_path)])
+                     "--total-steps", "128", "--n-steps", "64", "--hidden", "16", "--lr", "3e-3",
+                     "--n-minibatches", "2", "--progress", "off", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr().err
     (run,) = list(tmp_path.iterdir())
-    assert [int(r["step"]) for r in read_progress(str(run / "progress.csv"))] == [32, 64]
+    assert [int(r["step"]) for r in read_progress(str(run / "progress.csv"))] == [64, 128]
     assert cli.main(["--resume", str(run)]) == 2
     assert "cannot be checkpointed" in capsys.readouterr().err
 
 
 def test_ippo_lag_is_an_alias_on_the_command_line(tmp_path, capsys):
+    # CFG and seeds (1, 2) on the command line: the compiled programs of the runs above
     code = cli.main(["--algo", "ippo_lag", "--env", CORE, "--total-steps", "128",
-                     "--n-envs", "4", "--n-steps", "16", "--hidden", "16", "--eval-every", "64",
+                     "--n-envs", "4", "--n-steps", "16", "--hidden", "16", "--n-minibatches", "2",
+                     "--lr", "3e-3", "--cost-limit", "2", "--lagrangian-lr", "0.2",
+                     "--env-option", "horizon=8", "--seeds", "1", "2", "--eval-every", "64",
                      "--progress", "off", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr().err
-    (run,) = list(tmp_path.iterdir())
-    assert run.name.startswith("ippo_lagrangian_")
-    assert (run / "checkpoint.npz").exists() and (run / "best_policy" / "a0").is_dir()
+    runs = sorted(tmp_path.iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        assert run.name.startswith("ippo_lagrangian_")
+        assert (run / "checkpoint.npz").exists() and (run / "best_policy" / "a0").is_dir()
 
 
 @pytest.mark.slow

@@ -112,8 +112,9 @@ def test_vector_env_matches_single_envs_and_autoresets_next_step():
 def test_vector_env_spaces_are_batched_single_spaces():
     from gymnasium.vector.utils import batch_space
 
-    venv = GateVectorEnv(num_envs=2, **SHORT)
-    assert venv.action_space == batch_space(venv.single_action_space, 2)
+    # 3 envs: the compiled batch of test_vector_env_matches_single_envs_and_autoresets_next_step
+    venv = GateVectorEnv(num_envs=3, **SHORT)
+    assert venv.action_space == batch_space(venv.single_action_space, 3)
     obs, _ = venv.reset(seed=5)
     assert venv.observation_space.contains(obs)
     obs2, *_ = venv.step(venv.action_space.sample() * 0.05)
