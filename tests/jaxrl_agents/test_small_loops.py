@@ -74,6 +74,9 @@ def test_a_new_run_takes_the_default_unless_the_user_named_one(monkeypatch):
     assert small_loops.configure_for_new_run() is None and "XLA_FLAGS" not in os.environ
 
 
+# (~44 s: a jaxrl-train subprocess) test_cli.py::test_cli_trains_writes_every_file_and_plots asserts the
+# same record (config.json's xla_cpu_small_loop_bytes of a command's new run) in the default run
+@pytest.mark.slow
 def test_a_command_s_new_run_records_the_default(tmp_path):
     assert jaxrl_train(["--algo", "trpo", *GATE, "--total-steps", "1536", "--out", str(tmp_path)]) == 0
     (run,) = tmp_path.iterdir()

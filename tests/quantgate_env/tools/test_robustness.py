@@ -88,8 +88,8 @@ def test_validation_of_a_replaying_policy_is_the_pulse_on_each_drawn_device(rl_p
     def replay(obs_batch):
         return np.broadcast_to(deltas[next(calls)], (obs_batch.shape[0], 3))
 
-    got = policy_validation(replay, half_width_mhz=4.0, count=6, seed=1)
-    _, offsets = detuning_sample(4.0, count=6, seed=1)
+    got = policy_validation(replay, half_width_mhz=4.0, count=4, seed=1)
+    _, offsets = detuning_sample(4.0, count=4, seed=1)
     nominal = rollout_pulse(amps, dt=dt)["JT"]
     stop = int(np.argmin(nominal[2::3]))  # the env's steps end at samples 3, 6, ...
     jt = [rollout_pulse(amps, dt=dt, params=nominal_device()._replace(
@@ -105,7 +105,7 @@ def test_policy_map_stops_counting_after_truncation():
     def reckless(obs_batch):
         return np.ones((obs_batch.shape[0], 3))  # leaves the bound at step 1 on every device
 
-    result = policy_robustness(reckless, half_width_mhz=1.0, n=2)
+    result = policy_robustness(reckless, half_width_mhz=1.0, n=3)
     assert np.all(result.jt_at_gate_time == result.jt_best)
     assert result.gate_time == pytest.approx(0.15)
 
@@ -113,7 +113,7 @@ def test_policy_map_stops_counting_after_truncation():
 def test_cli_writes_map_summary_and_png_and_never_overwrites(tmp_path, pulse_dir):
     out = tmp_path / "map"
     cmd = [sys.executable, "-m", "quantgate_env.tools.robustness_cli", "--pulse", str(pulse_dir / "RL_pulse.csv"),
-           "--range", "2.0", "--n", "3", "--out", str(out)]
+           "--range", "4.0", "--n", "3", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "robustness.json").read_text())
