@@ -37,7 +37,7 @@ class NaNRewardCore(RiskyCore):
 
     @property
     def default_params(self):
-        return {"risky_reward": jnp.asarray(jnp.nan, jnp.float32)}
+        return {**super().default_params, "risky_reward": jnp.asarray(jnp.nan, jnp.float32)}
 
 
 def _run(out, stop_after=None, algo="ippo_lagrangian", seeds=(1, 2), env=CORE, **cfg):
