@@ -38,6 +38,7 @@ The figures are wall-clock on whatever machine runs it: print the load average b
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -81,7 +82,7 @@ def _update(model, env, cfg, *, stats: bool = True, tx=None):
     from jaxrl_agents.common.rollout import make_rollout_phase
     from jaxrl_agents.common.state import TrainState
     from jaxrl_agents.ppo.learner import make_learner
-    from jaxrl_agents.ppo.update import make_update
+    from jaxrl_agents.ppo.update import make_update, traced_settings
 
     if stats and tx is None:
         return make_update(model, env, cfg)
@@ -93,16 +94,18 @@ def _update(model, env, cfg, *, stats: bool = True, tx=None):
         return loss, (s if stats else {})
 
     rollout = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda)
-    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches,
-                         1.5 * cfg.target_kl if stats else None)
+    check = ("stop" if math.isfinite(cfg.target_kl) else "check") if stats else None
+    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches, check)
+    settings = traced_settings(cfg)
     per_update = cfg.n_epochs * cfg.n_minibatches
 
     def update(state, env_params):  # as ppo.update.make_phases' learn_phase, minus its extras
         state, (data, roll_stats) = rollout(state, env_params)
         key, k_perm = jax.random.split(state.key)
-        params, opt_state, s = learn(state.params, state.opt_state, data, k_perm,
-                                     state.update * per_update,
-                                     lambda i: harmonic_lr(cfg.lr, cfg.lr_decay, i / cfg.n_grad_steps))
+        params, opt_state, s = learn(
+            state.params, state.opt_state, data, k_perm, state.update * per_update,
+            lambda i: harmonic_lr(cfg.lr, cfg.lr_decay, i / cfg.n_grad_steps),
+            settings["kl_stop"])
         s.update(roll_stats)
         return TrainState(params, opt_state, state.env_state, state.obs, key, state.update + 1), s
 

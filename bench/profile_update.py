@@ -42,6 +42,7 @@ Phases overlap (XLA fuses across them inside the update), so the shares need not
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -155,7 +156,7 @@ def _phases(algo: str, env, cfg, compiled, state, env_params):
     f_gae = jax.jit(lambda r, v, d, lv: gae(r, v, d, lv, cfg.gamma, cfg.gae_lambda))
     f_rollout_phase = jax.jit(lambda s: rollout_phase(s, env_params))
     _, batch = f_rollout_phase(one)
-    f_learn = jax.jit(learn_phase)
+    f_learn = jax.jit(functools.partial(learn_phase, settings=module.traced_settings(cfg)))
 
     holder = {"state": state}
 

@@ -188,6 +188,7 @@ def phases(n_seeds: int, rounds: int, algos: list[str]) -> None:
             cfg = make_config(algo, {"total_steps": 20_000_000, **over})
             model = model_for(env, cfg)
             rollout_phase, learn_phase = module.make_phases(model, env, cfg)
+            learn_phase = functools.partial(learn_phase, settings=module.traced_settings(cfg))
             # (states, batches) as one argument, so that the seed slices cut both
             learn_map = jax.jit(lambda sb, f=learn_phase: jax.lax.map(lambda x: f(*x), sb))
             learn_vmap = jax.jit(lambda sb, f=learn_phase: jax.vmap(f)(*sb))

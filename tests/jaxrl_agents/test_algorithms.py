@@ -176,8 +176,49 @@ def _ppo_learn(env, rollout, **fields):
     model, state, batch = rollout
     cfg = PPOConfig(**{**CFG["ppo"], **fields})
     _, learn_phase = ppo.make_phases(model, env, cfg)
-    new_state, stats = jax.jit(learn_phase)(state, batch)
+    new_state, stats = jax.jit(learn_phase)(state, batch, ppo.traced_settings(cfg))
     return cfg, jax.device_get(new_state), jax.device_get(stats)
+
+
+@pytest.mark.parametrize("algo, limits", [("ppo", (1e-12, 1e6)), ("trpo", (0.02, 1e-4))])
+def test_configs_that_differ_only_in_the_kl_limit_share_one_program_and_keep_their_bits(
+        algo, limits, toy_env):
+    """target_kl is an argument of the learning half (`traced_settings`), not a compiled constant.
+
+    Two configs that differ only in it lower to the same program, and that program, given each
+    config's settings, computes the bits of the config's own update with the limit compiled in
+    (`make_update` binds its settings as constants), in float32, where XLA folds constants most.
+    The limits are far apart, so the two results must differ: PPO's first stops after one
+    minibatch, TRPO's second takes a much shorter step.
+    """
+    from jaxrl_agents.run.algorithms import get_algorithm, model_for
+
+    module = get_algorithm(algo).module
+    params = toy_env.default_params
+    cfgs = [make_config(algo, {**CFG[algo], "target_kl": limit}) for limit in limits]
+    model = model_for(toy_env, cfgs[0])
+    state = module.init(jax.random.PRNGKey(0), model, toy_env, params, cfgs[0])
+    programs = []
+    for cfg in cfgs:
+        rollout_phase, learn_phase = module.make_phases(model, toy_env, cfg)
+        programs.append(jax.jit(lambda s, p, settings, r=rollout_phase, lp=learn_phase:
+                                lp(*r(s, p), settings)))
+    texts = [program.lower(state, params, module.traced_settings(cfg)).as_text()
+             for program, cfg in zip(programs, cfgs)]
+    assert texts[0] == texts[1]
+
+    shared = [jax.device_get(programs[0](state, params, module.traced_settings(cfg)))
+              for cfg in cfgs]
+    for cfg, (after, stats) in zip(cfgs, shared):
+        own, own_stats = jax.device_get(jax.jit(module.make_update(model, toy_env, cfg))(state, params))
+        for x, y in zip(jax.tree_util.tree_leaves((after, stats)),
+                        jax.tree_util.tree_leaves((own, own_stats))):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    first, second = (jax.tree_util.tree_leaves(after.params) for after, _ in shared)
+    assert any(not np.array_equal(x, y) for x, y in zip(first, second))
+    if algo == "ppo":
+        assert shared[0][1]["grad_steps"] == 1
+        assert shared[1][1]["grad_steps"] == cfgs[1].n_epochs * cfgs[1].n_minibatches
 
 
 def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):

@@ -5,6 +5,13 @@ n_epochs passes over a fresh permutation split into n_minibatches, each a gradie
 clipped surrogate + value loss with one optimiser for actor and critic (global-norm clip, Adam,
 harmonic learning-rate decay per gradient step).
 
+The KL limit enters the learning half as an argument (`traced_settings`), not as a compiled
+constant: runs that differ only in it (a sweep over target_kl) run one compiled program, with the
+bits the constant gave. The learning rate, its decay and the run's gradient-step count stay
+compiled in: XLA folds those constants into the schedule's arithmetic (a division by the count
+becomes a multiplication by its reciprocal, combined with the decay), so traced they would move
+float32 runs' learning rates by an ulp and old runs would not resume bit for bit.
+
 Optional early stop (``target_kl``, SB3 semantics): the first minibatch whose approximate KL to the
 rollout policy exceeds 1.5 x target_kl ends the update. On this environment the paper defaults let
 the KL settle near 0.1 with half the samples clipped; the limit is the remedy, off by default.
@@ -12,8 +19,11 @@ the KL settle near 0.1 with half the samples clipped; the limit is the remedy, o
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..common.losses import ppo_loss
 from ..common.optimizer import harmonic_lr, make_optimizer
@@ -22,7 +32,7 @@ from ..common.state import TrainState, init_train_state
 from .config import PPOConfig
 from .learner import make_learner
 
-__all__ = ["init", "make_phases", "make_update"]
+__all__ = ["init", "make_phases", "make_update", "traced_settings"]
 
 
 def init(seed_key, model, env, env_params, cfg: PPOConfig, params=None) -> TrainState:
@@ -32,13 +42,24 @@ def init(seed_key, model, env, env_params, cfg: PPOConfig, params=None) -> Train
                             params)
 
 
+def traced_settings(cfg: PPOConfig) -> dict[str, np.ndarray]:
+    """The config's numbers the learning half takes as arguments (``learn_phase``'s `settings`).
+
+    Returns:
+        kl_stop: () float32, 1.5 x target_kl (inf when off): a minibatch whose approx KL exceeds it
+        is not applied.
+    """
+    return {"kl_stop": np.float32(1.5 * cfg.target_kl)}
+
+
 def make_phases(model, env, cfg: PPOConfig):
     """The update's two halves (pure, single seed): rollout + GAE, then every gradient step.
 
     ``rollout_phase(state, env_params) -> (state, batch)`` collects and computes GAE;
-    ``learn_phase(state, batch) -> (state, stats)`` runs every gradient step. `make_update` chains
-    them; `run.algorithms.compile_algorithm` vmaps the first over seeds and maps the second seed by
-    seed inside the same compiled program.
+    ``learn_phase(state, batch, settings) -> (state, stats)`` runs every gradient step, with
+    `settings` = ``traced_settings(cfg)`` (or another config's that differs only in those numbers).
+    `make_update` chains them; `run.algorithms.compile_algorithm` vmaps the first over seeds and
+    maps the second seed by seed inside the same compiled program.
     """
     # One optimiser for actor and critic: global-norm clipping + Adam (lr applied per step).
     tx = make_optimizer(cfg.adam_eps, cfg.max_grad_norm)
@@ -48,17 +69,19 @@ def make_phases(model, env, cfg: PPOConfig):
         return ppo_loss(model, params, batch, cfg.clip_eps, cfg.vf_coef, cfg.ent_coef,
                         cfg.normalize_advantage)
 
-    def lr_at(step):
-        return harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
-
     rollout_phase = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda)
-    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches, 1.5 * cfg.target_kl)
+    # The check is compiled either way (a program's structure); only whether it stops is chosen here.
+    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches,
+                         "stop" if math.isfinite(cfg.target_kl) else "check")
 
-    def learn_phase(state: TrainState, batch):
+    def learn_phase(state: TrainState, batch, settings):
+        def lr_at(step):
+            return harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
+
         data, roll_stats = batch
         key, k_perm = jax.random.split(state.key)
         params, opt_state, stats = learn(state.params, state.opt_state, data, k_perm,
-                                         state.update * steps_per_update, lr_at)
+                                         state.update * steps_per_update, lr_at, settings["kl_stop"])
         stats.update(roll_stats)
         if "log_std" in params["actor"]:
             stats["std"] = jnp.exp(params["actor"]["log_std"]).mean()
@@ -76,8 +99,9 @@ def make_update(model, env, cfg: PPOConfig):
     n_epochs x n_minibatches unless `target_kl` stopped the update early), mean_reward, frac_done, the env's rollout statistics (docs/contracts.md), std (Gaussian).
     """
     rollout_phase, learn_phase = make_phases(model, env, cfg)
+    settings = traced_settings(cfg)
 
     def update(state: TrainState, env_params):
-        return learn_phase(*rollout_phase(state, env_params))
+        return learn_phase(*rollout_phase(state, env_params), settings)
 
     return update

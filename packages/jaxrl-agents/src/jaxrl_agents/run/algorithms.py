@@ -5,7 +5,8 @@ environment and the network definitions, how to compile the seed-vmapped program
 environment and whether runs can start from another run's policy; so the trainer, the CLI, the
 sweep and the benchmark never branch on the algorithm. PPO and TRPO modules expose the same
 surface: ``init(seed_key, model, env, env_params, cfg)``, ``make_phases(model, env, cfg)`` (rollout
-half, learning half) and ``make_update(model, env, cfg)`` (the two chained, for one seed). IPPO's
+half, learning half), ``traced_settings(cfg)`` (the numbers the learning half takes as arguments)
+and ``make_update(model, env, cfg)`` (the two chained, for one seed). IPPO's
 module (`ippo.programs`) gives the same update over the agent axis of a multi-agent core.
 """
 
@@ -122,7 +123,8 @@ def _update_programs(update, *extra):
     Args:
         update: ``update(states, env_params, *extra) -> (states, stats)`` over the seed axis S,
             not jitted, with ``stats[FINITE_STAT]`` of shape (S,).
-        extra: further traced arguments of every call (IPPO's annealing denominator).
+        extra: further traced arguments of every call (PPO's and TRPO's `traced_settings`,
+            IPPO's annealing denominator).
 
     Returns:
         ``(update(states, env_params), update_block(states, env_params, count, capacity))``,
@@ -178,12 +180,12 @@ def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
 
     rollout_phase, learn_phase = module.make_phases(model, env, cfg)
 
-    def update(states, env_params):
+    def update(states, env_params, settings):
         states, batches = jax.vmap(rollout_phase, in_axes=(0, None))(states, env_params)
         # Learning runs seed after seed (lax.map) inside the same program: a vmapped learning
         # phase gained only 1.3x per seed with 8 seeds on 2 cores, where the trainer's slices of
         # the seed axis, one per core (host/seed_groups.py), gain 2x.
-        states, stats = jax.lax.map(lambda sb: learn_phase(*sb), (states, batches))
+        states, stats = jax.lax.map(lambda sb: learn_phase(*sb, settings), (states, batches))
         # One flag per seed, reduced here: the trainer reads it with the stats at the host sync
         # it already does, so the check costs a reduction and no extra transfer. Rollout stats
         # (rewards, J_T) are left out: an environment may report NaN there by design.
@@ -191,7 +193,9 @@ def _compile_single_agent(name: str, env, cfg: AlgoConfig) -> Compiled:
         stats[FINITE_STAT] = all_finite((states.params, states.opt_state, losses))
         return states, stats
 
-    update, update_block = _update_programs(update)
+    # Traced, not compiled in: configs that differ only in these numbers lower to one program,
+    # which JAX's persistent compilation cache then compiles once (a sweep over target_kl).
+    update, update_block = _update_programs(update, module.traced_settings(cfg))
     evaluate = jax.jit(jax.vmap(lambda a, p, k: evaluate_episode(model, a, env, p, k),
                                 in_axes=(0, None, None)))
     return Compiled(model, init, update, evaluate, update_block=update_block)

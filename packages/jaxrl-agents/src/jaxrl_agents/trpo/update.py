@@ -8,12 +8,16 @@ at the first accepted, with ``sequential_line_search``) keeps the first candidat
 and a surrogate better than before, or the old parameters if none qualifies.
 Critic: n_critic_updates epochs of Adam on the value MSE (minibatches of batch_size), learning rate
 with harmonic decay, constant within an update (SB3 sets it once per update).
+
+target_kl enters the learning half as an argument (`traced_settings`), as PPO's KL limit does
+(`ppo.update` says why the learning-rate schedule stays compiled in).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ..common.cg import conjugate_gradient
@@ -25,10 +29,10 @@ from ..common.state import TrainState, init_train_state
 from .config import TRPOConfig
 from .losses import kl_hessian_vector_product, mean_kl, surrogate
 
-__all__ = ["actor_step", "init", "make_phases", "make_update"]
+__all__ = ["actor_step", "init", "make_phases", "make_update", "traced_settings"]
 
 
-def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig):
+def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig, target_kl=None):
     """One trust-region step of the actor.
 
     Args:
@@ -38,12 +42,15 @@ def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig)
         action: (B, *action_shape) actions taken.
         logp_old: (B,) log-probs at collection.
         adv: (B,) advantages (already normalised if configured).
-        cfg: `TRPOConfig`.
+        cfg: `TRPOConfig` (everything but target_kl, when that is given).
+        target_kl: () float32 KL limit (``traced_settings(cfg)["target_kl"]``); None: cfg's.
 
     Returns:
         (new actor params, stats) with stats policy_objective, kl (KL(new || old) of the accepted
         step, 0 if none), line_search_success (0/1), improvement (surrogate gain).
     """
+    if target_kl is None:
+        target_kl = np.float32(cfg.target_kl)
     flat0, unravel = ravel_pytree(actor_params)
     dist_old = jax.lax.stop_gradient(model.dist(actor_params, obs))
 
@@ -62,19 +69,19 @@ def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig)
     step_dir = conjugate_gradient(fvp, g, cfg.cg_max_steps, cfg.cg_residual_tol)
     shs = step_dir @ fvp(step_dir)
     # shs <= 0 only if the direction is degenerate (g = 0): take no step rather than NaN.
-    max_step = jnp.where(shs > 0, jnp.sqrt(2.0 * cfg.target_kl / jnp.where(shs > 0, shs, 1.0)), 0.0)
+    max_step = jnp.where(shs > 0, jnp.sqrt(2.0 * target_kl / jnp.where(shs > 0, shs, 1.0)), 0.0)
     coeffs = cfg.line_search_shrinking_factor ** jnp.arange(cfg.line_search_max_iter,
                                                             dtype=jnp.float32)
     steps = coeffs * max_step
     if cfg.sequential_line_search:
         success, first, obj, kl_new = _first_accepted(objective, kl, flat0, steps, step_dir,
-                                                      obj0, cfg.target_kl)
+                                                      obj0, target_kl)
         new_flat = jnp.where(success, flat0 + steps[first] * step_dir, flat0)
     else:
         candidates = flat0[None] + steps[:, None] * step_dir[None]
         objs = jax.vmap(objective)(candidates)
         kls = jax.vmap(kl)(candidates)
-        ok = (kls < cfg.target_kl) & (objs > obj0)
+        ok = (kls < target_kl) & (objs > obj0)
         first = jnp.argmax(ok)
         success = ok.any()
         obj, kl_new = objs[first], kls[first]
@@ -120,21 +127,31 @@ def init(seed_key, model, env, env_params, cfg: TRPOConfig, params=None) -> Trai
                             lambda p: tx.init(p["critic"]), cfg.log_std_init, params)
 
 
+def traced_settings(cfg: TRPOConfig) -> dict[str, np.ndarray]:
+    """The config's numbers the learning half takes as arguments (``learn_phase``'s `settings`).
+
+    Returns:
+        target_kl: () float32, the actor step's KL limit.
+    """
+    return {"target_kl": np.float32(cfg.target_kl)}
+
+
 def make_phases(model, env, cfg: TRPOConfig):
     """The update's two halves (pure, single seed), as `ppo.update.make_phases`.
 
     ``rollout_phase(state, env_params) -> (state, batch)`` (rollout, GAE, advantage normalisation)
-    and ``learn_phase(state, batch) -> (state, stats)`` (actor step, critic epochs).
+    and ``learn_phase(state, batch, settings) -> (state, stats)`` (actor step, critic epochs), with
+    `settings` = ``traced_settings(cfg)``.
     """
     tx = make_optimizer(cfg.adam_eps)  # the critic's (SB3's TRPO does not clip its gradients)
     rollout_phase = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda,
                                        cfg.normalize_advantage)
 
-    def learn_phase(state: TrainState, batch):
+    def learn_phase(state: TrainState, batch, settings):
         data, roll_stats = batch
         params = state.params
         actor, stats = actor_step(model, params["actor"], data["obs"], data["action"],
-                                  data["logp"], data["adv"], cfg)
+                                  data["logp"], data["adv"], cfg, settings["target_kl"])
         lr = harmonic_lr(cfg.lr, cfg.lr_decay, state.update / cfg.n_updates)
         key, k_perm = jax.random.split(state.key)
 
@@ -163,8 +180,9 @@ def make_update(model, env, cfg: TRPOConfig):
     frac_done, the env's rollout statistics (docs/contracts.md), std (Gaussian).
     """
     rollout_phase, learn_phase = make_phases(model, env, cfg)
+    settings = traced_settings(cfg)
 
     def update(state: TrainState, env_params):
-        return learn_phase(*rollout_phase(state, env_params))
+        return learn_phase(*rollout_phase(state, env_params), settings)
 
     return update
