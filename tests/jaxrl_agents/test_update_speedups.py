@@ -99,27 +99,31 @@ def test_first_accepted_by_hand():
 
 
 @functools.cache
-def _actor_step(target_kl, sequential):
-    """TRPO's actor step of the line-search test, compiled once per setting (the seeds share it)."""
+def _actor_step(sequential):
+    """TRPO's actor step of the line-search test, compiled once per line search.
+
+    target_kl is its last argument, as the update passes it (`trpo.traced_settings`), so every
+    limit and seed shares the program.
+    """
     from jaxrl_agents.common.networks import ActorCritic
     from jaxrl_agents.trpo import TRPOConfig
     from jaxrl_agents.trpo.update import actor_step
 
     model = ActorCritic(5, "gaussian", (2,), hidden=(16,), activation="relu")
-    cfg = TRPOConfig(target_kl=target_kl, sequential_line_search=sequential)
-    return model, jax.jit(lambda a, o, x, lp, ad: actor_step(model, a, o, x, lp, ad, cfg))
+    cfg = TRPOConfig(sequential_line_search=sequential)
+    return model, jax.jit(lambda a, o, x, lp, ad, kl: actor_step(model, a, o, x, lp, ad, cfg, kl))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("target_kl", [1e-4, 0.01, 0.3])
 def test_sequential_line_search_takes_the_batched_step(seed, target_kl):
-    model, _ = _actor_step(target_kl, False)
+    model, _ = _actor_step(False)
     k_init, k_obs, k_act, k_adv = jax.random.split(jax.random.PRNGKey(seed), 4)
     actor = model.init(k_init)["actor"]
     obs = jax.random.normal(k_obs, (256, 5))
     action, logp = model.sample(actor, obs, k_act)
     adv = jax.random.normal(k_adv, (256,))
-    outs = {seq: _actor_step(target_kl, seq)[1](actor, obs, action, logp, adv)
+    outs = {seq: _actor_step(seq)[1](actor, obs, action, logp, adv, np.float32(target_kl))
             for seq in (False, True)}
     (p_all, s_all), (p_seq, s_seq) = outs[False], outs[True]
     assert float(s_all["line_search_success"]) == float(s_seq["line_search_success"])
