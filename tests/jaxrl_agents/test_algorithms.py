@@ -185,40 +185,35 @@ def test_configs_that_differ_only_in_the_kl_limit_share_one_program_and_keep_the
         algo, limits, toy_env):
     """target_kl is an argument of the learning half (`traced_settings`), not a compiled constant.
 
-    Two configs that differ only in it lower to the same program, and that program, given each
-    config's settings, computes the bits of the config's own update with the limit compiled in
-    (`make_update` binds its settings as constants), in float32, where XLA folds constants most.
-    The limits are far apart, so the two results must differ: PPO's first stops after one
-    minibatch, TRPO's second takes a much shorter step.
+    Two configs that differ only in it lower to the same learning program, and that program, given
+    the second config's settings, computes the bits of the same learning half with the limit
+    compiled in (closed over as constants), in float32, where XLA folds constants most. The
+    limits are far apart, so the two results must differ: PPO's first stops after one minibatch,
+    TRPO's second takes a much shorter step. (The rollout does not read target_kl: one serves both.)
     """
     from jaxrl_agents.run.algorithms import get_algorithm, model_for
 
     module = get_algorithm(algo).module
-    params = toy_env.default_params
     cfgs = [make_config(algo, {**CFG[algo], "target_kl": limit}) for limit in limits]
     model = model_for(toy_env, cfgs[0])
-    state = module.init(jax.random.PRNGKey(0), model, toy_env, params, cfgs[0])
-    programs = []
-    for cfg in cfgs:
-        rollout_phase, learn_phase = module.make_phases(model, toy_env, cfg)
-        programs.append(jax.jit(lambda s, p, settings, r=rollout_phase, lp=learn_phase:
-                                lp(*r(s, p), settings)))
-    texts = [program.lower(state, params, module.traced_settings(cfg)).as_text()
-             for program, cfg in zip(programs, cfgs)]
+    state = module.init(jax.random.PRNGKey(0), model, toy_env, toy_env.default_params, cfgs[0])
+    rollout_phase, _ = module.make_phases(model, toy_env, cfgs[0])
+    state, batch = jax.jit(rollout_phase)(state, toy_env.default_params)
+    learn_phases = [module.make_phases(model, toy_env, cfg)[1] for cfg in cfgs]
+    settings = [module.traced_settings(cfg) for cfg in cfgs]
+    texts = [jax.jit(learn).lower(state, batch, s).as_text() for learn, s in zip(learn_phases, settings)]
     assert texts[0] == texts[1]
 
-    shared = [jax.device_get(programs[0](state, params, module.traced_settings(cfg)))
-              for cfg in cfgs]
-    for cfg, (after, stats) in zip(cfgs, shared):
-        own, own_stats = jax.device_get(jax.jit(module.make_update(model, toy_env, cfg))(state, params))
-        for x, y in zip(jax.tree_util.tree_leaves((after, stats)),
-                        jax.tree_util.tree_leaves((own, own_stats))):
-            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
-    first, second = (jax.tree_util.tree_leaves(after.params) for after, _ in shared)
+    shared = jax.jit(learn_phases[0])
+    results = [jax.device_get(shared(state, batch, s)) for s in settings]
+    compiled_in = jax.device_get(jax.jit(lambda st, b: learn_phases[1](st, b, settings[1]))(state, batch))
+    for x, y in zip(jax.tree_util.tree_leaves(results[1]), jax.tree_util.tree_leaves(compiled_in)):
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    first, second = (jax.tree_util.tree_leaves(after.params) for after, _ in results)
     assert any(not np.array_equal(x, y) for x, y in zip(first, second))
     if algo == "ppo":
-        assert shared[0][1]["grad_steps"] == 1
-        assert shared[1][1]["grad_steps"] == cfgs[1].n_epochs * cfgs[1].n_minibatches
+        assert results[0][1]["grad_steps"] == 1
+        assert results[1][1]["grad_steps"] == cfgs[1].n_epochs * cfgs[1].n_minibatches
 
 
 def test_ppo_target_kl_stops_the_update_as_sb3_does(toy_env, x64):
