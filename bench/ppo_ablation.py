@@ -38,7 +38,6 @@ The figures are wall-clock on whatever machine runs it: print the load average b
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
@@ -82,7 +81,7 @@ def _update(model, env, cfg, *, stats: bool = True, tx=None):
     from jaxrl_agents.common.rollout import make_rollout_phase
     from jaxrl_agents.common.state import TrainState
     from jaxrl_agents.ppo.learner import make_learner
-    from jaxrl_agents.ppo.update import make_update, traced_settings
+    from jaxrl_agents.ppo.update import kl_check, make_update, traced_settings
 
     if stats and tx is None:
         return make_update(model, env, cfg)
@@ -94,8 +93,8 @@ def _update(model, env, cfg, *, stats: bool = True, tx=None):
         return loss, (s if stats else {})
 
     rollout = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda)
-    check = ("stop" if math.isfinite(cfg.target_kl) else "check") if stats else None
-    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches, check)
+    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches,
+                         kl_check(cfg) if stats else None)
     settings = traced_settings(cfg)
     per_update = cfg.n_epochs * cfg.n_minibatches
 

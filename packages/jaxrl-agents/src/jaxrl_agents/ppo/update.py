@@ -32,7 +32,7 @@ from ..common.state import TrainState, init_train_state
 from .config import PPOConfig
 from .learner import make_learner
 
-__all__ = ["init", "make_phases", "make_update", "traced_settings"]
+__all__ = ["init", "kl_check", "make_phases", "make_update", "traced_settings"]
 
 
 def init(seed_key, model, env, env_params, cfg: PPOConfig, params=None) -> TrainState:
@@ -52,6 +52,14 @@ def traced_settings(cfg: PPOConfig) -> dict[str, np.ndarray]:
     return {"kl_stop": np.float32(1.5 * cfg.target_kl)}
 
 
+def kl_check(cfg: PPOConfig) -> str:
+    """The learner's KL check (`learner.KL_CHECKS`): "stop" for a finite target_kl, else "check".
+
+    The check is compiled either way: it is part of a program's structure, its limit is not.
+    """
+    return "stop" if math.isfinite(cfg.target_kl) else "check"
+
+
 def make_phases(model, env, cfg: PPOConfig):
     """The update's two halves (pure, single seed): rollout + GAE, then every gradient step.
 
@@ -69,15 +77,13 @@ def make_phases(model, env, cfg: PPOConfig):
         return ppo_loss(model, params, batch, cfg.clip_eps, cfg.vf_coef, cfg.ent_coef,
                         cfg.normalize_advantage)
 
+    def lr_at(step):
+        return harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
+
     rollout_phase = make_rollout_phase(model, env, cfg.n_steps, cfg.gamma, cfg.gae_lambda)
-    # The check is compiled either way (a program's structure); only whether it stops is chosen here.
-    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches,
-                         "stop" if math.isfinite(cfg.target_kl) else "check")
+    learn = make_learner(loss_fn, tx, cfg.n_epochs, cfg.n_minibatches, kl_check(cfg))
 
     def learn_phase(state: TrainState, batch, settings):
-        def lr_at(step):
-            return harmonic_lr(cfg.lr, cfg.lr_decay, step / cfg.n_grad_steps)
-
         data, roll_stats = batch
         key, k_perm = jax.random.split(state.key)
         params, opt_state, stats = learn(state.params, state.opt_state, data, k_perm,

@@ -50,7 +50,7 @@ def actor_step(model, actor_params, obs, action, logp_old, adv, cfg: TRPOConfig,
         step, 0 if none), line_search_success (0/1), improvement (surrogate gain).
     """
     if target_kl is None:
-        target_kl = np.float32(cfg.target_kl)
+        target_kl = traced_settings(cfg)["target_kl"]
     flat0, unravel = ravel_pytree(actor_params)
     dist_old = jax.lax.stop_gradient(model.dist(actor_params, obs))
 
