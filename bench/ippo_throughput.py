@@ -24,6 +24,7 @@ import argparse
 import time
 
 import jax
+from timing import load, trainer_threshold
 
 
 def _python(env_opts, cfg, algo_cls, rollouts) -> dict:
@@ -90,6 +91,7 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=5, help="compiled path: timed updates")
     p.add_argument("--lagrangian", action="store_true", help="IPPO-Lagrangian instead of IPPO")
     args = p.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
 
     from jaxrl_agents import IPPO, IPPO_Lagrangian
 
@@ -97,7 +99,7 @@ def main() -> None:
     env_opts = {"action_mode": "discrete", "pulse_length": args.pulse_length}
     cfg = {"n_steps": args.n_steps, "hidden": (64, 64), "n_epochs": 4, "n_minibatches": 4}
     print(f"{algo.__name__} on quantgate_env.pettingzoo.parallel_env({env_opts}), "
-          f"backend {jax.default_backend()}, {jax.device_count()} device(s)")
+          f"backend {jax.default_backend()}, {jax.device_count()} device(s); {load()}")
     py = _python(env_opts, cfg, algo, args.rollouts)
     print(f"{'path':<34}{'agent-steps/s':>15}{'env-steps timed':>17}")
     print(f"{'python (rollout + update)':<34}{py['train']:>15,.0f}{py['steps']:>17,}")

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load, trainer_calls
+from timing import load, trainer_calls, trainer_threshold
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
 HP = dict(lr=3e-4, lr_decay=0.0, adam_eps=1e-8, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
@@ -171,6 +171,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--updates", type=int, default=8, help="updates timed per variant and round")
     args = p.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     if args.updates % 4:
         p.error("--updates: expected a multiple of 4 (the trainer and the scan run 4 updates a call)")
     env = _env(args.env)

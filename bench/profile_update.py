@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from timing import interleaved, load  # noqa: E402
+from timing import interleaved, load, trainer_threshold  # noqa: E402
 
 TOTAL_STEPS = 20_000_000  # a long run's schedule, as bench/train_throughput.py
 
@@ -427,6 +427,7 @@ def main() -> None:
     ap.add_argument("--update-only", action="store_true",
                     help="time the whole update only (and REV's with --against), no phases")
     args = ap.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     for algo in ("ppo", "trpo") if args.algo == "both" else (args.algo,):
         profile(algo, args.rounds, args.trace, args.against, args.gate_stage, args.update_only)
 

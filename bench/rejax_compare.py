@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load, trainer_calls
+from timing import load, trainer_calls, trainer_threshold
 
 N_ENVS, N_STEPS, EPOCHS, MINIBATCHES = 16, 128, 4, 4
 HP = dict(lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.0,
@@ -324,6 +324,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5, help="rounds (one seed each: 0, 1, ...)")
     p.add_argument("--updates", type=int, default=32)
     args = p.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     with jax.enable_x64(False):  # float32 on both sides (the default; said here, not assumed)
         for env_name in args.env:
             print(f"{env_name}: {args.updates} updates x {N_ENVS} envs x {N_STEPS} steps = "

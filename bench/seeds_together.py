@@ -39,7 +39,7 @@ import time
 import jax
 import jax.numpy as jnp
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import trainer_calls
+from timing import trainer_calls, trainer_threshold
 
 CONFIGS = {
     "ppo": ("ppo", {}),
@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true",
                     help="time the rollout and learning halves, apart and in one slice (above)")
     args = ap.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     if args.per_call < 1:
         ap.error(f"--per-call: expected a positive integer, got {args.per_call}")
     if args.phases:

@@ -145,7 +145,7 @@ def main() -> None:
     from jaxrl_agents.run.host.small_loops import flags_with
 
     results = {XLA_DEFAULT: [], RAISED: []}
-    print(f"start: {load()}", flush=True)
+    print(f"start: {load(loops_here=False)}", flush=True)
     for r in range(args.rounds):
         for threshold in (XLA_DEFAULT, RAISED) if r % 2 == 0 else (RAISED, XLA_DEFAULT):
             env = dict(os.environ, XLA_FLAGS=flags_with(os.environ.get("XLA_FLAGS"), threshold),
@@ -154,7 +154,7 @@ def main() -> None:
                                   capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             results[threshold].append(json.loads(line))
             print(f"round {r + 1}, threshold {threshold}: done", file=sys.stderr, flush=True)
-    print(f"end: {load()}; medians of {args.rounds} rounds, one process per threshold and round")
+    print(f"end: {load(loops_here=False)}; medians of {args.rounds} rounds, one process per threshold and round")
     print()
     print(f"| case | XLA's default ({XLA_DEFAULT} B) | {RAISED // 1024} KiB | speed-up | same bits |")
     print("| --- | --- | --- | --- | --- |")

@@ -78,7 +78,7 @@ def main() -> None:
     p.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=list(RUNS))
     args = p.parse_args()
     times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    loads = [load()]
+    loads = [load(loops_here=False)]
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
         for r in range(args.rounds):
             for name in args.runs:
@@ -90,7 +90,7 @@ def main() -> None:
                     shutil.rmtree(out, ignore_errors=True)
                     print(f"round {r + 1} {name:<7} {mode:<5} first row after {row[0]:6.1f} s "
                           f"(run clock {row[1]:.0f} s)", file=sys.stderr, flush=True)
-            loads.append(load())
+            loads.append(load(loops_here=False))
     print(f"\njaxrl-train to its first update; medians of {args.rounds} interleaved rounds, seconds")
     for line in loads:
         print(f"  {line}")

@@ -65,7 +65,7 @@ import rejax_compare
 import seeds_together
 import train_throughput
 from jaxrl_agents.run.host.update_blocks import UPDATES_PER_CALL
-from timing import load, trainer_calls
+from timing import load, trainer_calls, trainer_threshold
 
 ENVS = ("cartpole", "gate")
 ROWS = ("jaxrl-agents PPO", "jaxrl-agents TRPO", "jaxrl-agents IPPO", "rejax PPO", "SB3 PPO",
@@ -283,6 +283,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 1 round, 2 CartPole updates, 1 SB3 CartPole update")
     args = ap.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     if args.quick:
         args.rounds, args.cartpole_updates, args.sb3_cartpole_updates = 1, 2, 1
     from jaxrl_agents.run.host.seed_groups import seed_slices, worker_count

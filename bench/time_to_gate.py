@@ -110,7 +110,7 @@ def run_seed(preset: str, seed: int, out: str, minutes: float | None,
         argv = ["jaxrl-train", "--preset", preset, "--seed", str(seed), "--out",
                 os.path.join(out, f"s{seed}")]
     argv += ["--progress", "lines"] + (["--minutes", f"{minutes:g}"] if minutes else [])
-    print(f"seed {seed}: {' '.join(argv)}  ({load()})", flush=True)
+    print(f"seed {seed}: {' '.join(argv)}  ({load(loops_here=False)})", flush=True)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     # A shell starts background jobs (``nohup ... &``) with SIGINT ignored, and a Python started
@@ -223,7 +223,7 @@ def table(out: str, preset: str) -> dict:
     print(f"  baselines: the campaign chain's median seed to 1e-4 {CAMPAIGN_MEDIAN_MIN} min "
           f"(2 cores, three runs by hand); the paper about {PAPER_HOURS:g} h and "
           f"{PAPER_STEPS / 1e6:.1f}M steps")
-    print(f"  {load()} now")
+    print(f"  {load(loops_here=False)} now")
     return rows
 
 

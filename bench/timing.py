@@ -32,15 +32,51 @@ def trainer_calls(compiled, per_call: int):
     return lambda states, env_params: compiled.update_block(states, env_params, count, per_call)
 
 
-def load() -> str:
-    """The load average and the CPU, to print beside figures taken on a shared machine.
+def trainer_threshold() -> int | None:
+    """Compile this process's programs under the small-loop threshold ``jaxrl-train`` gives a new run.
+
+    XLA:CPU turns a loop into one kernel when the bytes it touches are below a threshold, which
+    ``jaxrl-train`` raises from XLA's 1 KiB to 256 KiB (run/host/small_loops.py): the gate's TRPO
+    update runs 1.2-1.8x faster under it. A bench that times the trainer's programs calls this
+    before its first computation, so its figures are those of a ``jaxrl-train`` run (and every
+    other library in the process compiles under the same threshold). A threshold ``XLA_FLAGS``
+    already names is kept: ``XLA_FLAGS=--xla_backend_extra_options=
+    xla_cpu_small_while_loop_byte_threshold=1024`` times XLA's default. Subprocesses started after
+    this call inherit it.
+
+    Returns:
+        The threshold in effect, bytes (None: XLA's default, where the backend had started).
+    """
+    from jaxrl_agents.run.host import small_loops
+
+    return small_loops.configure_for_new_run()
+
+
+def load(loops_here: bool = True) -> str:
+    """The load average, the CPU and the small-loop threshold, to print beside timed figures.
 
     The CPU is named because lent machines differ: the gate recipe's explore stage stepped at
     15.6-18.1k env steps/s on the machine that ran seeds 101-104 and at 10.2-12.0k on an AVX2-only
-    EPYC (bench/README.md), so wall-clock figures compare only within one CPU.
+    EPYC (bench/README.md), so wall-clock figures compare only within one CPU. The threshold is
+    named because it moves the gate's small-batch env steps by up to 3x (`trainer_threshold`);
+    `loops_here` False leaves it out, for a bench whose timed programs run in child processes that
+    set their own.
     """
-    return ("load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
-            + f" on {os.cpu_count()} CPUs ({cpu()})")
+    line = "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    line += f" on {os.cpu_count()} CPUs ({cpu()})"
+    return f"{line}, {loops()}" if loops_here else line
+
+
+def loops() -> str:
+    """The small-loop threshold this process compiles under, as a phrase.
+
+    E.g. ``small-loop threshold 262144 B`` (``XLA_FLAGS`` names one), or ``XLA's default small-loop
+    threshold``.
+    """
+    from jaxrl_agents.run.host import small_loops
+
+    threshold = small_loops.in_effect()
+    return "XLA's default small-loop threshold" if threshold is None else f"small-loop threshold {threshold} B"
 
 
 def cpu() -> str:

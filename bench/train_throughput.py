@@ -5,7 +5,12 @@ quantgate environment (PPO 64 envs x 128 steps, 10 epochs x 32 minibatches; TRPO
 CG 15, critic 10 epochs of 128), beside SB3 PPO and sb3-contrib TRPO with the same hyper-parameters on
 the Gymnasium env ``quantgate_env:ZCQPEE-v0`` (DummyVecEnv, as an SB3 user would run it), the speed-up
 ratios, each run's peak memory (max RSS of its own process), and the per-seed cost of S seeds trained
-together (vmap, one program) against seeds trained apart (S separate single-seed runs).
+together against seeds trained apart (S separate single-seed runs). S seeds run as the trainer runs
+them: the rollout vmapped over a slice of the seeds and one slice per core, each in its own thread
+(run/host/seed_groups.py); every case compiles under jaxrl-train's small-loop threshold
+(timing.trainer_threshold). One compiled call per update, the stats left on the device: the
+trainer's blocks of 4 updates (bench/throughput_table.py's CartPole cells) are for runs that do not
+evaluate after every update, and the gate preset does.
 
 Each case runs in its own subprocess so the peak memory is that case's alone. Timing starts after one
 warm-up update (compilation for JAX, the environment's jit for SB3).
@@ -34,6 +39,8 @@ import sys
 import tempfile
 import time
 
+from timing import load, trainer_threshold
+
 UPDATE_STEPS = 8192  # both paper configs collect 8192 environment steps per update
 # Same-size rollouts collected by more, shorter environments: TRPO's 4 envs x 2048 sequential steps
 # dominate its update, and 16 x 512 is the option the issue-8 runs use (same 8192 steps, same
@@ -53,6 +60,7 @@ def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
     import jax.numpy as jnp
     import quantgate_env
     from jaxrl_agents.run.algorithms import compile_algorithm, make_config
+    from jaxrl_agents.run.host.seed_groups import over_seed_groups, seed_slices, worker_count
 
     # A long run's config (20M steps), so the learning-rate schedule is the paper's.
     algo, overrides = VARIANTS.get(algo, (algo, {}))
@@ -60,15 +68,18 @@ def _jax_case(algo: str, n_seeds: int, updates: int) -> dict:
     with jax.enable_x64(True):
         env = quantgate_env.make()
         compiled = compile_algorithm(algo, env, cfg)
+        # S seeds as the trainer runs them: one slice of the seed axis per core, a thread each
+        # (run/host/seed_groups.py); one seed calls the program as it is.
+        update = over_seed_groups(compiled.update, len(seed_slices(n_seeds, worker_count())))
         keys = jnp.stack([jax.random.PRNGKey(s) for s in range(n_seeds)])
         state = compiled.init(keys, env.default_params)
         t0 = time.perf_counter()
-        state, stats = compiled.update(state, env.default_params)
+        state, stats = update(state, env.default_params)
         jax.block_until_ready(state)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
         for _ in range(updates):
-            state, stats = compiled.update(state, env.default_params)
+            state, stats = update(state, env.default_params)
         jax.block_until_ready(state)
         elapsed = time.perf_counter() - t0
     steps = updates * cfg.rollout_size * n_seeds
@@ -230,6 +241,7 @@ def main() -> None:
                     help="train the seeds together in one process (an upper bound per seed)")
     ap.add_argument("--gate-only", action="store_true", help="only the time-to-gate runs")
     args = ap.parse_args()
+    trainer_threshold()  # before the first computation: compile as jaxrl-train does
     if args.one:
         print(json.dumps(_run_one(args.one, args.updates)))
         return
@@ -251,8 +263,8 @@ def main() -> None:
         print(f"running {case} ...", file=sys.stderr, flush=True)
         results[case] = _spawn(case, args.updates)
 
-    print(f"\ntraining throughput, {os.cpu_count()} CPU cores, {args.updates} timed updates of "
-          f"{UPDATE_STEPS} steps per case (env steps/s include the updates)\n")
+    print(f"\ntraining throughput, {args.updates} timed updates of {UPDATE_STEPS} steps per case "
+          f"(env steps/s include the updates); {load()}\n")
     print(f"{'case':<26}{'steps/s':>10}{'s/update':>10}{'1st update s':>14}{'peak RSS MB':>13}")
     labels = {"jax:ppo:1": "jaxrl-agents PPO", "jax:trpo:1": "jaxrl-agents TRPO",
               "jax:trpo-16x512:1": "jaxrl-agents TRPO 16x512",
