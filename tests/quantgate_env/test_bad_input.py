@@ -1,6 +1,7 @@
 """Bad input and faults (issue 12): every case of the probe is a named error raised in Python before
 anything compiles, and the settings a user would reasonably run stay accepted."""
 
+import importlib
 import re
 
 import gymnasium
@@ -449,3 +450,55 @@ def test_a_nan_action_inside_jit_is_detected_as_the_readme_says():
             keys, state, actions, params)
         assert detect(obs, reward).tolist() == [False, True]
         assert not np.asarray(terminated | truncated).any()
+
+
+
+# ---- typed boundaries: a config, environment or state of the wrong type is named, in Python --------
+
+
+def _module(name: str):
+    """quantgate_env.<name>, imported by the case that needs it (the adapters are optional)."""
+    return importlib.import_module(f"quantgate_env.{name}")
+
+
+def _gymnax_step_on(state):
+    env = _module("gymnax").make(**SHORT)
+    action = np.zeros(env.action_space(env.default_params).shape, np.float32)
+    return env.step_env(None, state, action, env.default_params)
+
+
+def _marl_step_on(state):
+    return _module("jaxmarl").GateMARLEnv(make_multi(**SHORT)).step_env(None, state, {})
+
+
+TYPED_BOUNDARIES = {
+    "GateEnv config": (lambda: quantgate_env.GateEnv(config=quantgate_env.MultiGateConfig()),
+                       "config: expected quantgate_env.EnvConfig, got MultiGateConfig"),
+    "MultiGateEnv config": (lambda: quantgate_env.MultiGateEnv(config=quantgate_env.EnvConfig()),
+                            "config: expected quantgate_env.MultiGateConfig, got EnvConfig"),
+    "GateCore config": (lambda: _module("mdp.core").GateCore(config=quantgate_env.EnvConfig()),
+                        "config: expected quantgate_env.MultiGateConfig, got EnvConfig"),
+    "MultiGateConfig env": (lambda: quantgate_env.MultiGateConfig(env={"T": 5.0}),
+                            "env: expected quantgate_env.EnvConfig, got dict"),
+    "gymnax single-line core": (lambda: _module("gymnax").GateGymnaxEnv(core=make_multi(**SHORT)),
+                                "core: expected quantgate_env.GateEnv (quantgate_env.make(...)), got MultiGateEnv"),
+    "gymnax multi-line core": (lambda: _module("gymnax").MultiLineGymnaxEnv(core=make(**SHORT)),
+                               "core: expected quantgate_env.MultiGateEnv (quantgate_env.make_multi(...)), got GateEnv"),
+    "gymnax legacy view": (lambda: _module("gymnax").LegacyStepView(make(**SHORT)),
+                           "env: expected a quantgate_env.gymnax environment (quantgate_env.gymnax.make(...)), got GateEnv"),
+    "JaxMARL core": (lambda: _module("jaxmarl").GateMARLEnv(make(**SHORT)),
+                     "core: expected quantgate_env.MultiGateEnv (quantgate_env.make_multi(...)), got GateEnv"),
+    "JaxMARL params": (lambda: _module("jaxmarl").GateMARLEnv(make_multi(**SHORT), params=make(**SHORT).default_params.device),
+                       "params: expected quantgate_env.EnvParams (e.g. core.default_params), got DeviceParams"),
+    "gymnax state": (lambda: _gymnax_step_on({"t": 0}),
+                     "state: expected quantgate_env.gymnax.GymnaxState (from env.reset), got dict"),
+    "JaxMARL state": (lambda: _marl_step_on({"t": 0}),
+                      "state: expected quantgate_env.jaxmarl.GateMARLState (from env.reset), got dict"),
+}
+
+
+@pytest.mark.parametrize("boundary", list(TYPED_BOUNDARIES))
+def test_a_wrong_type_at_a_typed_boundary_is_named_with_what_was_expected(boundary):
+    build, message = TYPED_BOUNDARIES[boundary]
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        build()

@@ -16,8 +16,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["finite_number", "positive_number", "choice", "finite_array", "real_array", "check_action_shape",
-           "check_action_dict", "check_reset_options"]
+__all__ = ["finite_number", "positive_number", "choice", "instance_of", "finite_array", "real_array",
+           "check_action_shape", "check_action_dict", "check_reset_options"]
 
 # numpy dtype kinds that are real numbers: signed, unsigned, floating (not bool, complex, str, object)
 _REAL_KINDS = "iuf"
@@ -57,6 +57,20 @@ def positive_number(name: str, value: Any) -> float:
     if number <= 0:
         raise ValueError(f"{name}: expected a positive number, got {value!r}")
     return number
+
+
+def instance_of(name: str, value: Any, cls: type, expected: str) -> None:
+    """A ValueError naming `name` unless `value` is a `cls` (a config or a wrapped environment).
+
+    Args:
+        name: the argument or field, first in the message.
+        value: what arrived.
+        cls: the accepted type.
+        expected: how the message names it for the caller, e.g.
+            ``"quantgate_env.GateEnv (quantgate_env.make(...))"``.
+    """
+    if not isinstance(value, cls):
+        raise ValueError(f"{name}: expected {expected}, got {type(value).__name__}")
 
 
 def choice(name: str, value: Any, options: Sequence[str]) -> str:

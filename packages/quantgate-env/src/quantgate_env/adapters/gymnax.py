@@ -51,7 +51,7 @@ except ImportError as error:  # the optional extra is not installed
 
 from ..mdp import multi_line as _multi
 from ..mdp import single_line as _single
-from ..validation import check_action_shape
+from ..validation import check_action_shape, instance_of
 from ._jax_stacks import check_params, select_where
 
 __all__ = [
@@ -182,8 +182,7 @@ class _GateGymnax(environment.Environment):
         """
         check_params(params, GymnaxParams, "params", _HOME)
         check_action_shape("action", action, (self._action_dim,), integer=False)
-        if not isinstance(state, GymnaxState):
-            raise ValueError(f"state: expected quantgate_env.gymnax.GymnaxState (from env.reset), got {type(state).__name__}")
+        instance_of("state", state, GymnaxState, "quantgate_env.gymnax.GymnaxState (from env.reset)")
         obs, core_state, reward, terminated, truncated, info = self.core.step(
             key, state.core, self._core_action(action), params.core)
         obs, reward, terminated, truncated, info = self._from_core(obs, reward, terminated, truncated, info)
@@ -229,8 +228,7 @@ class GateGymnaxEnv(_GateGymnax):
     core: _single.GateEnv = dataclasses.field(default_factory=_single.GateEnv)
 
     def __post_init__(self):
-        if not isinstance(self.core, _single.GateEnv):
-            raise ValueError(f"core: expected quantgate_env.GateEnv (quantgate_env.make(...)), got {type(self.core).__name__}")
+        instance_of("core", self.core, _single.GateEnv, "quantgate_env.GateEnv (quantgate_env.make(...))")
 
     @property
     def name(self) -> str:
@@ -276,9 +274,7 @@ class MultiLineGymnaxEnv(_GateGymnax):
     core: _multi.MultiGateEnv = dataclasses.field(default_factory=_multi.MultiGateEnv)
 
     def __post_init__(self):
-        if not isinstance(self.core, _multi.MultiGateEnv):
-            raise ValueError(
-                f"core: expected quantgate_env.MultiGateEnv (quantgate_env.make_multi(...)), got {type(self.core).__name__}")
+        instance_of("core", self.core, _multi.MultiGateEnv, "quantgate_env.MultiGateEnv (quantgate_env.make_multi(...))")
         if self.core.config.action_mode != "continuous":
             raise ValueError(
                 f'action_mode: the gymnax multi-line environment takes continuous actions only, got "{self.core.config.action_mode}"; '
@@ -336,9 +332,8 @@ class LegacyStepView:
     env: _GateGymnax
 
     def __post_init__(self):
-        if not isinstance(self.env, _GateGymnax):
-            raise ValueError(
-                f"env: expected a quantgate_env.gymnax environment (quantgate_env.gymnax.make(...)), got {type(self.env).__name__}")
+        instance_of("env", self.env, _GateGymnax,
+                    "a quantgate_env.gymnax environment (quantgate_env.gymnax.make(...))")
 
     def reset(self, key: jax.Array, params: GymnaxParams | None = None):
         """The wrapped ``reset``: (obs, state)."""

@@ -53,7 +53,7 @@ except ImportError as error:  # the optional extra is not installed
 
 from ..mdp import multi_line as _multi
 from ..mdp.core import EnvParams
-from ..validation import check_action_dict
+from ..validation import check_action_dict, instance_of
 from ._jax_stacks import select_where
 
 __all__ = ["GateMARLEnv", "GateMARLState", "make"]
@@ -93,13 +93,11 @@ class GateMARLEnv(MultiAgentEnv):
 
     def __init__(self, core: _multi.MultiGateEnv, params: EnvParams | None = None, *,
                  line_id_in_obs: bool = False, max_steps: int | None = None):
-        if not isinstance(core, _multi.MultiGateEnv):
-            raise ValueError(f"core: expected quantgate_env.MultiGateEnv (quantgate_env.make_multi(...)), got {type(core).__name__}")
+        instance_of("core", core, _multi.MultiGateEnv, "quantgate_env.MultiGateEnv (quantgate_env.make_multi(...))")
         if not isinstance(line_id_in_obs, bool):
             raise ValueError(f"line_id_in_obs: expected True or False, got {line_id_in_obs!r}")
         params = core.default_params if params is None else params
-        if not isinstance(params, EnvParams):
-            raise ValueError(f"params: expected quantgate_env.EnvParams (e.g. core.default_params), got {type(params).__name__}")
+        instance_of("params", params, EnvParams, "quantgate_env.EnvParams (e.g. core.default_params)")
         if max_steps is None:
             max_steps = core.max_episode_steps
         elif isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -174,8 +172,7 @@ class GateMARLEnv(MultiAgentEnv):
 
     def step_env(self, key: jax.Array, state: GateMARLState, actions: dict):
         """One step without reset: JaxMARL's five values (see ``step``)."""
-        if not isinstance(state, GateMARLState):
-            raise ValueError(f"state: expected quantgate_env.jaxmarl.GateMARLState (from env.reset), got {type(state).__name__}")
+        instance_of("state", state, GateMARLState, "quantgate_env.jaxmarl.GateMARLState (from env.reset)")
         shape = () if (self._discrete and self._k == 1) else (self._k,)
         check_action_dict(actions, tuple(self.agents), shape, integer=self._discrete)
         _, core_state, rewards, terminated, truncated, infos = self.core.step(

@@ -15,7 +15,7 @@ import numpy as np
 from ..physics.drift import DRIFT_RANGES
 from ..physics.hamiltonian import CONTROL_LINES
 from ..physics.metrics import OBJECTIVES
-from ..validation import choice, finite_number
+from ..validation import choice, finite_number, instance_of
 
 __all__ = ["ACTION_MODES", "EnvConfig", "MultiGateConfig", "OOB_MODES", "PRECISIONS", "PROPAGATIONS",
            "QUBIT_AMP_BOUND"]
@@ -216,8 +216,7 @@ class MultiGateConfig:
     n_levels: int = 5
 
     def __post_init__(self):
-        if not isinstance(self.env, EnvConfig):
-            raise ValueError(f"env: expected quantgate_env.EnvConfig, got {type(self.env).__name__}")
+        instance_of("env", self.env, EnvConfig, "quantgate_env.EnvConfig")
         actuators = self.actuators
         if isinstance(actuators, str) or not isinstance(actuators, (tuple, list)) or not actuators:
             raise ValueError(f"actuators: expected a non-empty tuple of names from {CONTROL_LINES}, got {actuators!r}")

@@ -48,7 +48,7 @@ from ..physics.hamiltonian import SectorDrift, line_diagonals, sector_drift
 from ..physics.metrics import state_metrics
 from ..physics.propagation import SectorState, TaylorPlan, initial_sector_state, propagate_samples_lines
 from ..precision import require_x64
-from ..validation import check_action_shape
+from ..validation import check_action_shape, instance_of
 from .config import MultiGateConfig
 from .plan import lines_plan
 
@@ -155,8 +155,7 @@ class GateCore:
     plan: TaylorPlan | None = None
 
     def __post_init__(self):
-        if not isinstance(self.config, MultiGateConfig):
-            raise ValueError(f"config: expected quantgate_env.MultiGateConfig, got {type(self.config).__name__}")
+        instance_of("config", self.config, MultiGateConfig, "quantgate_env.MultiGateConfig")
         if self.plan is None:
             object.__setattr__(self, "plan", lines_plan(self.config))
 

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 
 from ..physics.propagation import TaylorPlan
-from ..validation import check_action_dict, check_action_shape
+from ..validation import check_action_dict, check_action_shape, instance_of
 from .config import ACTION_MODES, QUBIT_AMP_BOUND, MultiGateConfig
 from .core import CoreState, EnvParams
 from .evaluation import MultiGateEvaluation
@@ -118,8 +118,7 @@ class MultiGateEnv(CoreView):
     plan: TaylorPlan | None = None
 
     def __post_init__(self):
-        if not isinstance(self.config, MultiGateConfig):
-            raise ValueError(f"config: expected quantgate_env.MultiGateConfig, got {type(self.config).__name__}")
+        instance_of("config", self.config, MultiGateConfig, "quantgate_env.MultiGateConfig")
         if self.plan is None:
             object.__setattr__(self, "plan", self.core.plan)
 

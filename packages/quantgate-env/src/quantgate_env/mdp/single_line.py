@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..physics.propagation import TaylorPlan
-from ..validation import check_action_shape
+from ..validation import check_action_shape, instance_of
 from .config import EnvConfig, MultiGateConfig
 from .core import CoreState, EnvParams
 from .evaluation import GateEvaluation
@@ -77,8 +77,7 @@ class GateEnv(CoreView):
     plan: TaylorPlan | None = None
 
     def __post_init__(self):
-        if not isinstance(self.config, EnvConfig):
-            raise ValueError(f"config: expected quantgate_env.EnvConfig, got {type(self.config).__name__}")
+        instance_of("config", self.config, EnvConfig, "quantgate_env.EnvConfig")
         if self.plan is None:
             object.__setattr__(self, "plan", lines_plan(self._lines_config))
 

@@ -18,6 +18,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from ..validation import instance_of
+
 __all__ = ["DeviceParams", "nominal_device", "validate_device"]
 
 
@@ -66,10 +68,7 @@ def validate_device(device, name: str = "params") -> DeviceParams:
     Raises:
         ValueError: naming the field, the expected shape and what arrived.
     """
-    if not isinstance(device, DeviceParams):
-        raise ValueError(
-            f"{name}: expected quantgate_env.DeviceParams (see nominal_device()), got {type(device).__name__}"
-        )
+    instance_of(name, device, DeviceParams, "quantgate_env.DeviceParams (see nominal_device())")
     fields = {}
     for field, shape in _FIELD_SHAPES.items():
         value = np.asarray(getattr(device, field), dtype=np.float64)
