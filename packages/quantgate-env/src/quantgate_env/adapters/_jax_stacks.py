@@ -10,6 +10,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ..validation import instance_of
+
 __all__ = ["check_params", "select_where"]
 
 
@@ -28,8 +30,4 @@ def check_params(params: Any, expected: type, what: str, home: str) -> None:
         home: the public module the message names for ``expected``, e.g. ``"quantgate_env.gymnax"``
             (its ``__module__`` is the adapter's own module under ``quantgate_env.adapters``).
     """
-    if not isinstance(params, expected):
-        raise ValueError(
-            f"{what}: expected {home}.{expected.__qualname__} (e.g. env.default_params), "
-            f"got {type(params).__name__}"
-        )
+    instance_of(what, params, expected, f"{home}.{expected.__qualname__} (e.g. env.default_params)")
